@@ -1,0 +1,105 @@
+/* The one interface every client transport implements (direct TCP mesh,
+ * channel memory, and later replication). The MPI layer (mpi_*.c) speaks
+ * only to this; a transport never sees MPI handles or datatypes, only
+ * contiguous byte buffers and world ranks.
+ *
+ * Progress model: single-threaded (MPI_THREAD_FUNNELED at most). Nothing
+ * happens in the background: the MPI layer calls progress() while it waits,
+ * and progress() blocks in poll() until some I/O could be done (never a busy
+ * spin: a 2-core machine runs the ranks and the servers side by side). */
+#ifndef CHANMEM_TRANSPORT_H
+#define CHANMEM_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum cm_req_kind { CM_REQ_SEND = 1, CM_REQ_RECV = 2 };
+
+/* A point-to-point operation in flight. Owned by the MPI layer (embedded
+ * in its MPI_Request object); the transport links it into its own queues
+ * through the t_* fields and must not touch it after completing it. */
+struct cm_req {
+	enum cm_req_kind kind;
+
+	/* Set by the MPI layer before isend/irecv. */
+	int peer;     /* send: destination world rank; recv: source world rank or CM_ANY_SOURCE */
+	int tag;      /* send: tag >= 0; recv: tag or CM_ANY_TAG */
+	uint32_t ctx; /* communicator context id: part of the matching key */
+	const void *sbuf; /* send: bytes to send (must stay valid until done) */
+	size_t slen;
+	int sync;    /* send: synchronous (MPI_Ssend): done only once matched */
+	void *rbuf;  /* recv: where the payload goes */
+	size_t rcap; /* recv: capacity of rbuf in bytes */
+
+	/* Set by the transport. */
+	volatile int done; /* 1 once complete: buffers may be reused */
+	int error;         /* 0, or CM_REQ_ERR_TRUNCATE (recv payload longer than rcap:
+	                      rcap bytes were stored, st_bytes is the full length) */
+	int st_source;     /* recv: matched message's source world rank */
+	int st_tag;        /* recv: matched message's tag */
+	size_t st_bytes;   /* recv: matched message's length (may exceed rcap) */
+	uint64_t id;       /* send: the message clock; recv: the request id */
+
+	/* Transport-private bookkeeping. */
+	struct cm_req *t_next;
+	size_t t_off;
+	void *t_priv;
+};
+
+#define CM_REQ_ERR_TRUNCATE 1
+
+struct cm_probe_result {
+	int found;
+	int source;
+	int tag;
+	size_t bytes;
+};
+
+/* What a transport needs to start: parsed from the job environment
+ * (common/jobenv.h) by client/env.c. */
+struct cm_job {
+	int rank;
+	int size;
+	unsigned incarnation;
+	char secret[33];
+	int ncms;
+	char **cms;   /* ncms "host:port" strings */
+	int *home;    /* size entries: home CM index of every rank */
+	char **peers; /* direct: size "host:port" strings, or NULL */
+	int listen_fd; /* direct: inherited listening socket, or -1 */
+};
+
+struct cm_transport {
+	const char *name;
+	/* Connects, authenticates. Returns 0 or -1 (after printing why). */
+	int (*init)(struct cm_transport *t, const struct cm_job *job);
+	/* Starts a send; may complete it at once (req->done = 1). */
+	int (*isend)(struct cm_transport *t, struct cm_req *req);
+	/* Posts a receive; matching obeys MPI order: per (source, tag, ctx)
+	 * messages are matched in the order they were sent, and a message
+	 * matches the earliest posted receive that accepts it. */
+	int (*irecv)(struct cm_transport *t, struct cm_req *req);
+	/* Is there a message a receive for (src, tag, ctx) would match now?
+	 * blocking=1 waits until there is one (MPI_Probe). */
+	int (*probe)(struct cm_transport *t, int src, int tag, uint32_t ctx, int blocking,
+	             struct cm_probe_result *out);
+	/* Moves data; waits at most timeout_ms (-1: until something happens,
+	 * 0: poll only). Returns 0, or -1 on a fatal transport error. */
+	int (*progress)(struct cm_transport *t, int timeout_ms);
+	/* Flushes every queued send, says goodbye, closes. Collective
+	 * synchronisation is the MPI layer's job (it calls a barrier first). */
+	int (*finalize)(struct cm_transport *t);
+	void *state;
+};
+
+/* Transport constructors: fill *t. */
+void cm_transport_direct(struct cm_transport *t);
+void cm_transport_cm(struct cm_transport *t);
+
+/* Reads the job environment into *job. A missing CHANMEM_RANK means a
+ * singleton (rank 0 of 1, direct, no peers). Returns 0 or -1 after printing
+ * which variable is wrong. */
+int cm_job_from_env(struct cm_job *job, char *transport_name, size_t namelen);
+void cm_job_free(struct cm_job *job);
+
+#endif

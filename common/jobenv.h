@@ -1,0 +1,17 @@
+/* The environment cmrun hands every rank: the contract between the
+ * dispatcher and libchanmem. A program started without cmrun sees none of
+ * these and runs as a singleton (rank 0 of 1, no network). */
+#ifndef CHANMEM_JOBENV_H
+#define CHANMEM_JOBENV_H
+
+#define CM_ENV_RANK "CHANMEM_RANK"               /* this rank, 0..size-1 */
+#define CM_ENV_SIZE "CHANMEM_SIZE"               /* number of ranks */
+#define CM_ENV_INCARNATION "CHANMEM_INCARNATION" /* 0, then +1 per restart */
+#define CM_ENV_SECRET "CHANMEM_SECRET"           /* job secret, CM_SECRET_LEN chars */
+#define CM_ENV_TRANSPORT "CHANMEM_TRANSPORT"     /* "direct" or "cm" */
+#define CM_ENV_CMS "CHANMEM_CMS"                 /* "h:p,h:p,..." channel memories */
+#define CM_ENV_HOME "CHANMEM_HOME"  /* optional "i,j,..." home CM index per rank (default rank % ncms) */
+#define CM_ENV_PEERS "CHANMEM_PEERS" /* direct: "h:p,..." listening address of every rank */
+#define CM_ENV_LISTEN_FD "CHANMEM_LISTEN_FD" /* direct: inherited listening socket of this rank */
+
+#endif

@@ -1,0 +1,159 @@
+/* chanmem wire protocol: frame layout, encode, decode, validate.
+ *
+ * Every frame is a fixed 32-byte little-endian header followed by `len`
+ * payload bytes. Nothing here does I/O: callers hand in buffers and get a
+ * precise error code for every malformed case. docs/protocol.md is the
+ * normative description; keep the two in step. */
+#ifndef CHANMEM_PROTOCOL_H
+#define CHANMEM_PROTOCOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CM_PROTO_VERSION 1
+#define CM_HEADER_SIZE 32
+
+/* Wildcards as they travel on the wire (same values as MPI_ANY_*). */
+#define CM_ANY_SOURCE (-1)
+#define CM_ANY_TAG (-1)
+
+/* Default ceiling on one frame's payload; servers take --max-message. */
+#define CM_DEFAULT_MAX_PAYLOAD (1024u * 1024u * 1024u)
+
+/* Job secret: 32 printable characters (hex of 16 random bytes). */
+#define CM_SECRET_LEN 32
+
+enum cm_frame_type {
+	CM_T_HELLO = 1,       /* any peer -> server/peer: authenticate, say who I am */
+	CM_T_HELLO_ACK = 2,   /* server/peer -> peer: accepted */
+	CM_T_MSG = 3,         /* application message from src to dst */
+	CM_T_RECV_REQ = 4,    /* rank -> home CM: a posted receive (src/tag may be wildcards) */
+	CM_T_DELIVER = 5,     /* home CM -> rank: message matched to receive request `clock` */
+	CM_T_PROBE = 6,       /* rank -> home CM: (i)probe for src/tag/ctx, id in `clock` */
+	CM_T_PROBE_REPLY = 7, /* home CM -> rank: probe outcome for probe `clock` */
+	CM_T_SYNC_ACK = 8,    /* receiver side -> sender: synchronous send `clock` was matched */
+	CM_T_BYE = 9,         /* rank -> server: finished; everything sent before is processed */
+	CM_T_BYE_ACK = 10,    /* server -> rank: all frames before BYE were processed */
+	CM_T_ERROR = 11,      /* server -> peer: the frame was refused; connection closes */
+	CM_T_TYPE_MAX = 11
+};
+
+/* Header flag bits. Bits not defined for a frame type must be zero. */
+enum cm_frame_flags {
+	CM_F_SYNC = 1u << 0,     /* MSG: synchronous send, sender wants SYNC_ACK when matched */
+	CM_F_BLOCKING = 1u << 1, /* PROBE: reply only when a match exists (MPI_Probe) */
+	CM_F_FOUND = 1u << 2     /* PROBE_REPLY: a matching message exists */
+};
+
+/* What a HELLO says the connecting party is. */
+enum cm_peer_kind {
+	CM_PEER_RANK = 0,   /* an MPI rank connecting to a channel memory */
+	CM_PEER_DIRECT = 1, /* an MPI rank connecting to another rank (direct transport) */
+	CM_PEER_ADMIN = 2   /* a dispatcher or tool (status queries) */
+};
+
+struct cm_header {
+	uint8_t version;
+	uint8_t type;
+	uint16_t flags;
+	int32_t src;  /* sender rank, or CM_ANY_SOURCE in RECV_REQ/PROBE */
+	int32_t dst;  /* receiver rank */
+	int32_t tag;  /* MPI tag (>= 0), CM_ANY_TAG in RECV_REQ/PROBE, error code in ERROR */
+	uint32_t ctx; /* communicator context id */
+	uint32_t len; /* payload bytes that follow the header */
+	uint64_t clock; /* MSG: sender clock; RECV_REQ/DELIVER/PROBE*: request id;
+	                   SYNC_ACK: clock of the acknowledged MSG */
+};
+
+/* HELLO payload, fixed size. */
+#define CM_HELLO_PAYLOAD 48
+struct cm_hello {
+	uint32_t incarnation; /* 0 for the first run of a rank, +1 per restart */
+	uint32_t world_size;  /* number of ranks in the job */
+	uint32_t kind;        /* enum cm_peer_kind */
+	uint32_t reserved;    /* must be 0 */
+	char secret[CM_SECRET_LEN];
+};
+
+/* PROBE_REPLY payload: the matched message's payload length. */
+#define CM_PROBE_REPLY_PAYLOAD 8
+
+/* Longest ERROR payload text. */
+#define CM_ERROR_TEXT_MAX 256
+
+enum cm_err {
+	CM_OK = 0,
+	CM_E_TRUNCATED = 1, /* fewer bytes than a header (or a fixed payload) */
+	CM_E_VERSION = 2,   /* version byte is not CM_PROTO_VERSION */
+	CM_E_TYPE = 3,      /* unknown frame type */
+	CM_E_LENGTH = 4,    /* payload length over the maximum, or wrong for a fixed-size type */
+	CM_E_RANK = 5,      /* src or dst out of range for the job */
+	CM_E_TAG = 6,       /* negative tag where wildcards are not allowed */
+	CM_E_FLAGS = 7,     /* flag bits not defined for this frame type */
+	CM_E_FIELD = 8,     /* a field that must be zero or fixed is not */
+	CM_E_AUTH = 9,      /* missing or wrong job secret, or a frame before HELLO */
+	CM_E_STATE = 10,    /* a valid frame the receiver cannot accept now (e.g. second HELLO) */
+	CM_E_SIZE = 11,     /* HELLO world size disagrees with the job */
+	CM_E_MAX = 11
+};
+
+/* Limits a decoder validates against. world_size 0 means "not yet known":
+ * ranks are then only checked to be >= 0 (or wildcards where allowed). */
+struct cm_limits {
+	uint32_t world_size;
+	uint32_t max_payload;
+};
+
+/* Writes h into out[0..CM_HEADER_SIZE) in wire order. version is forced to
+ * CM_PROTO_VERSION. */
+void cm_header_encode(const struct cm_header *h, uint8_t out[CM_HEADER_SIZE]);
+
+/* Reads a header from buf (avail bytes) and validates it against lim.
+ * Never reads past buf+avail. On error *h may be partially filled. */
+enum cm_err cm_header_decode(const uint8_t *buf, size_t avail, const struct cm_limits *lim,
+                             struct cm_header *h);
+
+/* Field checks of an already decoded header (decode calls it). */
+enum cm_err cm_header_validate(const struct cm_header *h, const struct cm_limits *lim);
+
+void cm_hello_encode(const struct cm_hello *hello, uint8_t out[CM_HELLO_PAYLOAD]);
+enum cm_err cm_hello_decode(const uint8_t *buf, size_t avail, struct cm_hello *hello);
+
+/* Constant-time comparison of a presented secret with the expected one. */
+int cm_secret_equal(const char *presented, const char *expected);
+
+/* Short human text for an error code ("bad protocol version", ...). */
+const char *cm_err_str(enum cm_err e);
+/* Name of a frame type ("MSG"), or "?" */
+const char *cm_type_str(unsigned type);
+
+/* Little-endian helpers shared by every encoder. */
+static inline void cm_put_u16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+static inline void cm_put_u32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void cm_put_u64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t cm_get_u16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | (p[1] << 8));
+}
+static inline uint32_t cm_get_u32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static inline uint64_t cm_get_u64(const uint8_t *p)
+{
+	return (uint64_t)cm_get_u32(p) | ((uint64_t)cm_get_u32(p + 4) << 32);
+}
+
+#endif
