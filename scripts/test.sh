@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs the whole chanmem test suite: installs what is missing, builds, then
+# `make check` (unit tests + integration tests with real processes on
+# loopback), and the same suite again built with AddressSanitizer+UBSan.
+# Ends with one line: "N passed, N failed".
+set -uo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+total_pass=0
+total_fail=0
+
+run_suite() { # $1 = label, $2 = build dir, $3 = configure flags
+	local label=$1
+	BUILD_DIR=$2 CONFIGURE_FLAGS=$3 bash "$top/scripts/setup.sh" || {
+		echo "test: $label build failed"
+		total_fail=$((total_fail + 1))
+		return
+	}
+	echo "test: $label suite"
+	local status=0
+	make -C "$2" -s -j"$(nproc)" check >"$2/check.out" 2>&1 || status=$?
+	grep -E '^(PASS|FAIL|XFAIL|XPASS|ERROR|SKIP):' "$2/check.out" | sed "s/^/  [$label] /"
+	local pass fail
+	pass=$(grep -cE '^(PASS|XFAIL):' "$2/check.out")
+	fail=$(grep -cE '^(FAIL|XPASS|ERROR):' "$2/check.out")
+	if [ "$status" -ne 0 ] && [ "$fail" -eq 0 ]; then
+		fail=1 # make itself failed (build error in a test program)
+		tail -40 "$2/check.out"
+	fi
+	if [ "$fail" -ne 0 ]; then
+		# Show what failed, from the per-test logs.
+		for log in $(grep -lE '^:test-result: (FAIL|ERROR|XPASS)' $(find "$2/tests" -name '*.trs') 2>/dev/null); do
+			echo "---- ${log%.trs}.log"
+			tail -60 "${log%.trs}.log"
+		done
+	fi
+	total_pass=$((total_pass + pass))
+	total_fail=$((total_fail + fail))
+}
+
+run_suite plain "${BUILD_DIR:-$top/build}" "--enable-werror"
+if [ "${CHANMEM_SKIP_ASAN:-0}" != 1 ]; then
+	run_suite asan "$top/build-asan" "--enable-werror --enable-sanitizers=address"
+fi
+
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]
