@@ -1,1 +1,568 @@
-/* placeholder: being written */
+/* The non-blocking frame connection both client transports share: see
+ * conn.h for the model. Hot paths: one sendmsg() for as many queued frames
+ * as fit, one recvmsg() that fills the current payload and the staging
+ * buffer behind it.
+ *
+ * The socket itself stays in blocking mode and every call but one says
+ * MSG_DONTWAIT: that lets cm_conn_read_wait() sleep in recvmsg() itself
+ * when its connection is the only thing a rank can wait for, saving the
+ * poll-then-read round of every message (the latency floor on loopback is
+ * mostly system calls and wake-ups). */
+#include <config.h>
+
+#include "conn.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "net.h"
+
+/* Staging buffer: many small frames per read(). */
+#define IN_BUF_SIZE (64u * 1024u)
+/* A payload remainder at least this long is read straight into its sink. */
+#define DIRECT_READ_MIN 2048u
+/* iovecs per sendmsg (two per frame). */
+#define OUT_IOV_MAX 64
+
+struct cm_out {
+	struct cm_out *next;
+	const uint8_t *payload;
+	size_t len;
+	size_t off; /* bytes of header + payload already written */
+	struct cm_req *req;
+	uint8_t *owned; /* copy of the payload we free, or NULL */
+	uint8_t hdr[CM_HEADER_SIZE];
+	uint8_t inline_data[]; /* control frames carry their payload here */
+};
+
+long long cm_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct cm_conn *cm_conn_new(int fd, enum cm_conn_state state, int self, const char *name,
+                            const struct cm_conn_ops *ops, void *owner, const struct cm_limits *lim)
+{
+	struct cm_conn *c = calloc(1, sizeof *c);
+	if (c == NULL)
+		return NULL;
+	c->in_buf = malloc(IN_BUF_SIZE);
+	if (c->in_buf == NULL || cm_set_nonblock(fd, 0) < 0) {
+		free(c->in_buf);
+		free(c);
+		return NULL;
+	}
+	cm_set_nodelay(fd);
+	cm_set_cloexec(fd, 1);
+	c->fd = fd;
+	c->state = state;
+	c->accepted = state == CM_CONN_AWAIT_HELLO;
+	c->self = self;
+	c->peer = -1;
+	snprintf(c->name, sizeof c->name, "%s", name);
+	c->ops = ops;
+	c->owner = owner;
+	c->lim = *lim;
+	return c;
+}
+
+static void out_free(struct cm_out *o)
+{
+	free(o->owned);
+	free(o);
+}
+
+void cm_conn_free(struct cm_conn *c)
+{
+	if (c == NULL)
+		return;
+	while (c->out_head) {
+		struct cm_out *o = c->out_head;
+		c->out_head = o->next;
+		out_free(o);
+	}
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c->in_buf);
+	free(c);
+}
+
+static void vfail(struct cm_conn *c, const char *fmt, va_list ap)
+{
+	if (c->state == CM_CONN_FAILED)
+		return;
+	char msg[512];
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	cm_err("rank %d: %s: %s", c->self, c->name, msg);
+	c->state = CM_CONN_FAILED;
+}
+
+int cm_conn_fail(struct cm_conn *c, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vfail(c, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* ---- output ---- */
+
+static void append(struct cm_conn *c, struct cm_out *o)
+{
+	o->next = NULL;
+	if (c->out_tail)
+		c->out_tail->next = o;
+	else
+		c->out_head = o;
+	c->out_tail = o;
+}
+
+int cm_conn_flush(struct cm_conn *c)
+{
+	while (c->out_head) {
+		struct iovec iov[OUT_IOV_MAX];
+		int n = 0;
+		size_t total = 0;
+		for (struct cm_out *o = c->out_head; o && n + 2 <= OUT_IOV_MAX; o = o->next) {
+			if (o->off < CM_HEADER_SIZE) {
+				iov[n].iov_base = o->hdr + o->off;
+				iov[n].iov_len = CM_HEADER_SIZE - o->off;
+				total += iov[n++].iov_len;
+			}
+			size_t done = o->off > CM_HEADER_SIZE ? o->off - CM_HEADER_SIZE : 0;
+			if (o->len > done) {
+				iov[n].iov_base = (void *)(o->payload + done);
+				iov[n].iov_len = o->len - done;
+				total += iov[n++].iov_len;
+			}
+		}
+		struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+		ssize_t w = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				c->wblocked = 1;
+				return 0;
+			}
+			return cm_conn_fail(c, "write failed: %s", strerror(errno));
+		}
+		size_t left = (size_t)w;
+		while (left > 0) {
+			struct cm_out *o = c->out_head;
+			size_t rest = CM_HEADER_SIZE + o->len - o->off;
+			if (left < rest) {
+				o->off += left;
+				break;
+			}
+			left -= rest;
+			c->out_head = o->next;
+			if (c->out_head == NULL)
+				c->out_tail = NULL;
+			if (o->req)
+				c->ops->on_sent(c, o->req);
+			out_free(o);
+		}
+		if ((size_t)w < total) {
+			c->wblocked = 1; /* the socket buffer is full: POLLOUT tells when */
+			return 0;
+		}
+	}
+	c->wblocked = 0;
+	return 0;
+}
+
+/* Takes a private copy of what is left of a queued small payload, so the
+ * request it belongs to can complete now. */
+static int copy_rest(struct cm_out *o)
+{
+	size_t done = o->off > CM_HEADER_SIZE ? o->off - CM_HEADER_SIZE : 0;
+	size_t rest = o->len - done;
+	uint8_t *copy = malloc(rest ? rest : 1);
+	if (copy == NULL)
+		return -1;
+	memcpy(copy, o->payload + done, rest);
+	o->owned = copy;
+	o->payload = copy;
+	o->len = rest;
+	if (o->off > CM_HEADER_SIZE)
+		o->off = CM_HEADER_SIZE;
+	return 0;
+}
+
+int cm_conn_send(struct cm_conn *c, struct cm_header *h, const void *payload, size_t len,
+                 struct cm_req *req, int copy_ok)
+{
+	if (!cm_conn_alive(c) || c->shut) {
+		cm_err("rank %d: cannot send to %s: connection closed", c->self, c->name);
+		return -1;
+	}
+	struct cm_out *o = malloc(sizeof *o);
+	if (o == NULL)
+		return cm_conn_fail(c, "out of memory queueing a frame");
+	h->version = CM_PROTO_VERSION;
+	h->len = (uint32_t)len;
+	cm_header_encode(h, o->hdr);
+	o->payload = payload;
+	o->len = len;
+	o->off = 0;
+	o->req = req;
+	o->owned = NULL;
+	append(c, o);
+	if (!c->wblocked && cm_conn_flush(c) < 0)
+		return -1;
+	/* o is the tail: if the queue is not empty, o is still in it. */
+	if (c->out_head != NULL && req != NULL && copy_ok && len <= CM_COPY_LIMIT &&
+	    copy_rest(o) == 0) {
+		o->req = NULL;
+		c->ops->on_sent(c, req);
+	}
+	return 0;
+}
+
+int cm_conn_send_ctl(struct cm_conn *c, uint8_t type, uint16_t flags, int src, int dst, int tag,
+                     uint32_t ctx, uint64_t clock, const void *payload, size_t len)
+{
+	if (!cm_conn_alive(c) || c->shut)
+		return -1;
+	struct cm_out *o = malloc(sizeof *o + len);
+	if (o == NULL)
+		return cm_conn_fail(c, "out of memory queueing a frame");
+	struct cm_header h = {.version = CM_PROTO_VERSION,
+	                      .type = type,
+	                      .flags = flags,
+	                      .src = src,
+	                      .dst = dst,
+	                      .tag = tag,
+	                      .ctx = ctx,
+	                      .len = (uint32_t)len,
+	                      .clock = clock};
+	cm_header_encode(&h, o->hdr);
+	if (len)
+		memcpy(o->inline_data, payload, len);
+	o->payload = o->inline_data;
+	o->len = len;
+	o->off = 0;
+	o->req = NULL;
+	o->owned = NULL;
+	append(c, o);
+	if (!c->wblocked)
+		return cm_conn_flush(c);
+	return 0;
+}
+
+int cm_conn_send_hello(struct cm_conn *c, int src, int dst, unsigned incarnation,
+                       unsigned world_size, unsigned kind, const char *secret)
+{
+	struct cm_hello hello = {
+	    .incarnation = incarnation, .world_size = world_size, .kind = kind};
+	memcpy(hello.secret, secret, CM_SECRET_LEN);
+	uint8_t payload[CM_HELLO_PAYLOAD];
+	cm_hello_encode(&hello, payload);
+	return cm_conn_send_ctl(c, CM_T_HELLO, 0, src, dst, 0, 0, 0, payload, sizeof payload);
+}
+
+int cm_conn_refuse(struct cm_conn *c, enum cm_err code, const char *fmt, ...)
+{
+	char text[CM_ERROR_TEXT_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	if (cm_conn_alive(c) && !c->shut) {
+		cm_conn_send_ctl(c, CM_T_ERROR, 0, 0, 0, (int)code, 0, 0, text, strlen(text));
+		cm_conn_flush(c);
+		/* FIN after the ERROR frame, so the peer can read it. */
+		shutdown(c->fd, SHUT_WR);
+		c->shut = 1;
+	}
+	return cm_conn_fail(c, "refused: %s (%s)", text, cm_err_str(code));
+}
+
+void cm_conn_shutdown(struct cm_conn *c)
+{
+	if (c->shut || c->out_head || !cm_conn_alive(c))
+		return;
+	shutdown(c->fd, SHUT_WR);
+	c->shut = 1;
+}
+
+/* ---- input ---- */
+
+static void print_error_frame(struct cm_conn *c, const struct cm_header *h)
+{
+	size_t n = h->len < CM_ERROR_TEXT_MAX ? h->len : CM_ERROR_TEXT_MAX;
+	char text[CM_ERROR_TEXT_MAX + 1];
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = c->scratch[i];
+		text[i] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '?';
+	}
+	text[n] = '\0';
+	cm_conn_fail(c, "refused by the other side: error %d (%s): %s", h->tag,
+	             cm_err_str((enum cm_err)h->tag), text);
+}
+
+/* A header was decoded: decide where its payload goes. */
+static int begin_frame(struct cm_conn *c)
+{
+	const struct cm_header *h = &c->in_h;
+	struct cm_sink *sink = &c->in_sink;
+	memset(sink, 0, sizeof *sink);
+	if (h->type == CM_T_ERROR) {
+		sink->buf = c->scratch;
+		sink->cap = CM_ERROR_TEXT_MAX;
+		return 0;
+	}
+	switch (c->state) {
+	case CM_CONN_AWAIT_HELLO:
+		if (h->type != CM_T_HELLO)
+			return cm_conn_refuse(c, CM_E_AUTH, "%s before HELLO",
+			                      cm_type_str(h->type));
+		sink->buf = c->scratch;
+		sink->cap = CM_HELLO_PAYLOAD;
+		return 0;
+	case CM_CONN_AWAIT_ACK:
+		if (h->type != CM_T_HELLO_ACK)
+			return cm_conn_fail(c, "expected HELLO_ACK, got %s", cm_type_str(h->type));
+		if (h->dst != c->self)
+			return cm_conn_fail(c, "HELLO_ACK for rank %d", h->dst);
+		c->ack_clock = h->clock;
+		c->state = CM_CONN_READY;
+		if (c->ops->on_ready)
+			return c->ops->on_ready(c);
+		return 0;
+	case CM_CONN_READY:
+		if (h->type == CM_T_HELLO || h->type == CM_T_HELLO_ACK) {
+			if (c->accepted)
+				return cm_conn_refuse(c, CM_E_STATE, "second %s on a connection",
+				                      cm_type_str(h->type));
+			return cm_conn_fail(c, "unexpected %s", cm_type_str(h->type));
+		}
+		return c->ops->on_header(c, h, sink);
+	default:
+		return -1;
+	}
+}
+
+static int end_frame(struct cm_conn *c)
+{
+	const struct cm_header *h = &c->in_h;
+	switch (h->type) {
+	case CM_T_ERROR:
+		print_error_frame(c, h);
+		return -1;
+	case CM_T_HELLO_ACK:
+		return 0; /* handled in begin_frame */
+	case CM_T_HELLO: {
+		struct cm_hello hello;
+		enum cm_err e = cm_hello_decode(c->scratch, CM_HELLO_PAYLOAD, &hello);
+		if (e != CM_OK)
+			return cm_conn_refuse(c, e, "bad HELLO: %s", cm_err_str(e));
+		char text[CM_ERROR_TEXT_MAX] = "";
+		e = c->ops->on_hello(c, h, &hello, text, sizeof text);
+		if (e != CM_OK)
+			return cm_conn_refuse(c, e, "%s", text[0] ? text : cm_err_str(e));
+		if (cm_conn_alive(c) && c->state == CM_CONN_AWAIT_HELLO)
+			c->state = CM_CONN_READY;
+		return cm_conn_alive(c) ? 0 : -1;
+	}
+	default:
+		return c->ops->on_frame(c, h, &c->in_sink);
+	}
+}
+
+static void sink_store(struct cm_conn *c, const uint8_t *p, size_t n)
+{
+	if (c->in_got < c->in_sink.cap) {
+		size_t room = c->in_sink.cap - c->in_got;
+		memcpy((uint8_t *)c->in_sink.buf + c->in_got, p, n < room ? n : room);
+	}
+	c->in_got += n;
+}
+
+/* Consumes the staged bytes: headers, payload pieces, whole frames. */
+static int dispatch(struct cm_conn *c)
+{
+	for (;;) {
+		if (c->state == CM_CONN_FAILED)
+			return -1;
+		size_t avail = c->in_end - c->in_start;
+		if (!c->in_body) {
+			if (avail < CM_HEADER_SIZE)
+				break;
+			enum cm_err e =
+			    cm_header_decode(c->in_buf + c->in_start, avail, &c->lim, &c->in_h);
+			c->in_start += CM_HEADER_SIZE;
+			avail -= CM_HEADER_SIZE;
+			if (e != CM_OK) {
+				if (c->accepted)
+					return cm_conn_refuse(c, e, "bad %s frame: %s",
+					                      cm_type_str(c->in_h.type),
+					                      cm_err_str(e));
+				return cm_conn_fail(c, "bad frame received: %s", cm_err_str(e));
+			}
+			if (begin_frame(c) < 0)
+				return -1;
+			c->in_body = 1;
+			c->in_got = 0;
+		}
+		size_t need = c->in_h.len - c->in_got;
+		size_t n = avail < need ? avail : need;
+		if (n > 0) {
+			sink_store(c, c->in_buf + c->in_start, n);
+			c->in_start += n;
+		}
+		if (c->in_got < c->in_h.len)
+			break;
+		c->in_body = 0;
+		if (end_frame(c) < 0)
+			return -1;
+	}
+	/* At most a partial header is left: move it to the front. */
+	size_t left = c->in_end - c->in_start;
+	if (left > 0 && c->in_start > 0)
+		memmove(c->in_buf, c->in_buf + c->in_start, left);
+	c->in_start = 0;
+	c->in_end = left;
+	return 0;
+}
+
+static enum cm_io read_frames(struct cm_conn *c, int flags)
+{
+	if (!cm_conn_alive(c))
+		return CM_IO_ERR;
+	for (;; flags = MSG_DONTWAIT) {
+		struct iovec iov[2];
+		int n = 0;
+		size_t direct = 0;
+		if (c->in_body && c->in_got < c->in_sink.cap) {
+			size_t stored_len =
+			    c->in_h.len < c->in_sink.cap ? c->in_h.len : c->in_sink.cap;
+			direct = stored_len - c->in_got;
+			if (direct >= DIRECT_READ_MIN) {
+				iov[n].iov_base = (uint8_t *)c->in_sink.buf + c->in_got;
+				iov[n++].iov_len = direct;
+			} else {
+				direct = 0;
+			}
+		}
+		iov[n].iov_base = c->in_buf + c->in_end;
+		iov[n++].iov_len = IN_BUF_SIZE - c->in_end;
+		size_t want = direct + iov[n - 1].iov_len;
+
+		struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+		ssize_t r = recvmsg(c->fd, &msg, flags);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return CM_IO_OK;
+			cm_conn_fail(c, "read failed: %s", strerror(errno));
+			return CM_IO_ERR;
+		}
+		if (r == 0) {
+			if (c->in_body || c->in_end > c->in_start) {
+				cm_conn_fail(c, "connection closed in the middle of a frame");
+				return CM_IO_ERR;
+			}
+			c->state = CM_CONN_CLOSED;
+			return CM_IO_EOF;
+		}
+		size_t got = (size_t)r;
+		if (direct > 0) {
+			size_t k = got < direct ? got : direct;
+			c->in_got += k;
+			got -= k;
+		}
+		c->in_end += got;
+		if (dispatch(c) < 0)
+			return CM_IO_ERR;
+		if (!cm_conn_alive(c))
+			return c->state == CM_CONN_CLOSED ? CM_IO_EOF : CM_IO_ERR;
+		if ((size_t)r < want)
+			return CM_IO_OK; /* drained: skip the read that would say EAGAIN */
+	}
+}
+
+enum cm_io cm_conn_read(struct cm_conn *c)
+{
+	return read_frames(c, MSG_DONTWAIT);
+}
+
+enum cm_io cm_conn_read_wait(struct cm_conn *c)
+{
+	return read_frames(c, 0);
+}
+
+void cm_conn_redirect(struct cm_conn *c, const struct cm_sink *sink)
+{
+	size_t have = c->in_got < c->in_sink.cap ? c->in_got : c->in_sink.cap;
+	size_t keep = have < sink->cap ? have : sink->cap;
+	if (keep > 0)
+		memcpy(sink->buf, c->in_sink.buf, keep);
+	c->in_sink = *sink;
+}
+
+/* ---- requests by id ---- */
+
+int cm_reqmap_put(struct cm_reqmap *m, struct cm_req *req)
+{
+	if (m->count >= m->nbuckets) {
+		size_t nb = m->nbuckets ? m->nbuckets * 2 : 64;
+		struct cm_req **b = calloc(nb, sizeof *b);
+		if (b == NULL)
+			return -1;
+		for (size_t i = 0; i < m->nbuckets; i++) {
+			struct cm_req *r = m->buckets[i];
+			while (r) {
+				struct cm_req *next = r->t_next;
+				size_t k = (size_t)r->id & (nb - 1);
+				r->t_next = b[k];
+				b[k] = r;
+				r = next;
+			}
+		}
+		free(m->buckets);
+		m->buckets = b;
+		m->nbuckets = nb;
+	}
+	size_t k = (size_t)req->id & (m->nbuckets - 1);
+	req->t_next = m->buckets[k];
+	m->buckets[k] = req;
+	m->count++;
+	return 0;
+}
+
+struct cm_req *cm_reqmap_take(struct cm_reqmap *m, uint64_t id)
+{
+	if (m->nbuckets == 0)
+		return NULL;
+	struct cm_req **pp = &m->buckets[(size_t)id & (m->nbuckets - 1)];
+	for (; *pp; pp = &(*pp)->t_next) {
+		struct cm_req *r = *pp;
+		if (r->id == id) {
+			*pp = r->t_next;
+			r->t_next = NULL;
+			m->count--;
+			return r;
+		}
+	}
+	return NULL;
+}
+
+void cm_reqmap_free(struct cm_reqmap *m)
+{
+	free(m->buckets);
+	memset(m, 0, sizeof *m);
+}

@@ -1,1 +1,184 @@
-/* placeholder: being written */
+/* A non-blocking frame connection: the plumbing both client transports
+ * share (rank -> channel memory, rank -> rank).
+ *
+ * Output: a queue of frames, each a 32-byte header plus a pointer to its
+ * payload. Large payloads are written straight from the user's send buffer
+ * (writev, no copy) and the request completes once the kernel has taken
+ * the last byte; payloads up to CM_COPY_LIMIT are copied when they cannot
+ * be written at once, so a small isend completes immediately.
+ *
+ * Input: frames are assembled from a staging buffer that survives any
+ * partial read. For every frame the owner chooses where the payload goes
+ * (a sink): a matched receive buffer, a fresh allocation, or a small
+ * scratch area. Large payloads are read from the socket directly into the
+ * sink, together with the next bytes of the stream (one recvmsg), so a message
+ * whose receive is posted is never copied by us.
+ *
+ * Handshake: the connecting side queues HELLO and expects HELLO_ACK (or
+ * ERROR) as the first frame back; the accepting side expects HELLO first.
+ * An ERROR frame from the other side is printed with its code and text and
+ * fails the connection. */
+#ifndef CHANMEM_CONN_H
+#define CHANMEM_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "protocol.h"
+#include "transport.h"
+
+/* Sends up to this size may be copied into the queue to complete at once. */
+#define CM_COPY_LIMIT (16u * 1024u)
+
+/* Send completion conditions kept in req->t_off while a send is in flight;
+ * the send is done once none is left. */
+#define CM_SEND_WAIT_WRITE 1u /* frame not yet fully handed to the kernel */
+#define CM_SEND_WAIT_ACK 2u   /* synchronous send not yet matched */
+
+static inline void cm_send_settle(struct cm_req *req, unsigned condition)
+{
+	req->t_off &= ~(size_t)condition;
+	if (req->t_off == 0)
+		req->done = 1; /* last touch: the MPI layer owns req from here */
+}
+
+enum cm_conn_state {
+	CM_CONN_AWAIT_ACK,   /* we said HELLO: HELLO_ACK or ERROR comes first */
+	CM_CONN_AWAIT_HELLO, /* we accepted: the peer's first frame must be HELLO */
+	CM_CONN_READY,
+	CM_CONN_CLOSED, /* orderly end of stream at a frame boundary */
+	CM_CONN_FAILED  /* error, printed once; the owner closes it */
+};
+
+/* Where the payload of an incoming frame goes. Bytes beyond cap are read
+ * and dropped (truncation). kind and cookie are the owner's, handed back
+ * with the completed frame. */
+struct cm_sink {
+	void *buf;
+	size_t cap;
+	int kind;
+	void *cookie;
+};
+
+struct cm_conn;
+
+struct cm_conn_ops {
+	/* Accepting side: a decoded HELLO. Return CM_OK to accept (the owner
+	 * then queues its HELLO_ACK), or a code to refuse: the connection sends
+	 * ERROR(code, text) and fails. */
+	enum cm_err (*on_hello)(struct cm_conn *c, const struct cm_header *h,
+	                        const struct cm_hello *hello, char *text, size_t textlen);
+	/* A validated header after the handshake: fill *sink (zeroed: drop the
+	 * payload). Return 0, or -1 after cm_conn_fail/cm_conn_refuse. */
+	int (*on_header)(struct cm_conn *c, const struct cm_header *h, struct cm_sink *sink);
+	/* The whole payload is in the sink (min(len, cap) bytes stored). */
+	int (*on_frame)(struct cm_conn *c, const struct cm_header *h, const struct cm_sink *sink);
+	/* Optional: our HELLO was accepted (HELLO_ACK; its clock is in
+	 * c->ack_clock). Return 0, or -1 after cm_conn_fail. */
+	int (*on_ready)(struct cm_conn *c);
+	/* A frame carrying req was fully written (or copied). */
+	void (*on_sent)(struct cm_conn *c, struct cm_req *req);
+};
+
+struct cm_out; /* a queued frame (conn.c) */
+
+struct cm_conn {
+	int fd;
+	enum cm_conn_state state;
+	int self;      /* our rank, for messages and checks */
+	int peer;      /* the other side's rank or CM index, the owner's to set */
+	char name[96]; /* "channel memory 1 (127.0.0.1:4000)", "rank 3" */
+	const struct cm_conn_ops *ops;
+	void *owner;
+	struct cm_limits lim;
+	uint64_t ack_clock; /* HELLO_ACK's clock */
+	int shut;           /* write side shut down (finalize) */
+	int accepted;       /* we accepted it: protocol errors are answered with ERROR */
+	unsigned watching;  /* the owner's record of the events it registered */
+
+	/* output */
+	struct cm_out *out_head, *out_tail;
+	int wblocked; /* the kernel refused more: wait for POLLOUT */
+
+	/* input */
+	uint8_t *in_buf;
+	size_t in_start, in_end;
+	int in_body; /* reading the payload of in_h */
+	struct cm_header in_h;
+	struct cm_sink in_sink;
+	size_t in_got;
+	uint8_t scratch[CM_ERROR_TEXT_MAX + 1];
+};
+
+enum cm_io { CM_IO_ERR = -1, CM_IO_OK = 0, CM_IO_EOF = 1 };
+
+/* Wraps a connected socket (left in blocking mode: every call but
+ * cm_conn_read_wait passes MSG_DONTWAIT). state is AWAIT_ACK for a
+ * connection we opened, AWAIT_HELLO for one we accepted. */
+struct cm_conn *cm_conn_new(int fd, enum cm_conn_state state, int self, const char *name,
+                            const struct cm_conn_ops *ops, void *owner,
+                            const struct cm_limits *lim);
+/* Closes the socket and frees queued frames (requests in them are left
+ * incomplete: only for teardown). */
+void cm_conn_free(struct cm_conn *c);
+
+/* Queues a frame (h->len is set from len) and tries to write at once.
+ * req (may be NULL) is reported through on_sent when written; copy_ok lets
+ * a payload of at most CM_COPY_LIMIT be copied so req completes now. The
+ * payload must otherwise stay valid until on_sent. Returns 0 or -1 (the
+ * connection failed; printed). */
+int cm_conn_send(struct cm_conn *c, struct cm_header *h, const void *payload, size_t len,
+                 struct cm_req *req, int copy_ok);
+/* Header-only or small control frame, always copied. */
+int cm_conn_send_ctl(struct cm_conn *c, uint8_t type, uint16_t flags, int src, int dst, int tag,
+                     uint32_t ctx, uint64_t clock, const void *payload, size_t len);
+/* Queues our HELLO (connecting side). */
+int cm_conn_send_hello(struct cm_conn *c, int src, int dst, unsigned incarnation,
+                       unsigned world_size, unsigned kind, const char *secret);
+
+/* Writes queued frames until done or the kernel pushes back. */
+int cm_conn_flush(struct cm_conn *c);
+/* Reads and dispatches everything available. CM_IO_EOF: the peer closed
+ * cleanly at a frame boundary (state CLOSED, nothing printed). */
+enum cm_io cm_conn_read(struct cm_conn *c);
+/* The same, but sleeps in the kernel until the first bytes (or the end
+ * of the stream) arrive: for a caller with nothing else to wait for. A
+ * signal ends the wait early (CM_IO_OK). */
+enum cm_io cm_conn_read_wait(struct cm_conn *c);
+static inline int cm_conn_pending_output(const struct cm_conn *c)
+{
+	return c->out_head != NULL;
+}
+static inline int cm_conn_alive(const struct cm_conn *c)
+{
+	return c->state != CM_CONN_CLOSED && c->state != CM_CONN_FAILED;
+}
+
+/* The payload now being read (an unexpected message matched before all of
+ * it arrived) moves to a new sink: the bytes read so far are copied there,
+ * the rest goes there directly. The old buffer is no longer referenced. */
+void cm_conn_redirect(struct cm_conn *c, const struct cm_sink *sink);
+
+/* Prints "rank R: NAME: message" and fails the connection. Returns -1. */
+int cm_conn_fail(struct cm_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Sends ERROR(code, text) to the peer (best effort), prints, fails. */
+int cm_conn_refuse(struct cm_conn *c, enum cm_err code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Shuts the write side once the queue is empty (orderly close). */
+void cm_conn_shutdown(struct cm_conn *c);
+
+/* Requests by id (send clock or receive request id), chained through
+ * t_next: O(1) lookups however many requests are outstanding. */
+struct cm_reqmap {
+	struct cm_req **buckets;
+	size_t nbuckets; /* power of two */
+	size_t count;
+};
+int cm_reqmap_put(struct cm_reqmap *m, struct cm_req *req);
+struct cm_req *cm_reqmap_take(struct cm_reqmap *m, uint64_t id);
+void cm_reqmap_free(struct cm_reqmap *m);
+
+/* Monotonic milliseconds, for the bounded waits of init and finalize. */
+long long cm_now_ms(void);
+
+#endif

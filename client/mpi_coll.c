@@ -1,1 +1,52 @@
-/* placeholder: being written */
+/* Collectives, built on point-to-point in each communicator's collective
+ * context (so they can never match a user's receive). Only MPI_Barrier
+ * for now; the others will follow the same pattern. */
+#include "mpi_internal.h"
+
+/* Dissemination barrier: in round k every rank signals rank + 2^k and
+ * waits for rank - 2^k (mod P). After ceil(log2 P) rounds every rank has
+ * heard, directly or transitively, from every other one, whatever P is.
+ * The round number is part of the tag so a message can only satisfy its
+ * own round; successive barriers reuse the tags safely because messages
+ * between one pair of ranks on one (tag, context) are matched in order.
+ * Both halves of a round are posted before waiting, so the barrier does not
+ * depend on the transport buffering a send. */
+int cm_mpi_barrier(struct cm_mpi_comm *c)
+{
+	static char token; /* zero-byte messages: any valid address will do */
+	const struct cm_mpi_datatype *byte = cm_mpi_type_get(MPI_BYTE);
+	int round = 0;
+	for (int dist = 1; dist < c->size; dist <<= 1, round++) {
+		int to = (c->rank + dist) % c->size;
+		int from = (c->rank - dist + c->size) % c->size;
+		int tag = CM_COLL_TAG_BARRIER + round;
+		struct cm_mpi_request *rr, *rs;
+		int rc = cm_mpi_start_recv(c, &token, 0, byte, from, tag, c->ctx_coll, &rr);
+		if (rc)
+			return rc;
+		rc = cm_mpi_start_send(c, &token, 0, byte, to, tag, c->ctx_coll, 0, &rs);
+		if (rc) {
+			cm_mpi_req_detach(rr);
+			return rc;
+		}
+		if (cm_mpi_req_wait(rs) < 0 || cm_mpi_req_wait(rr) < 0) {
+			cm_mpi_req_detach(rs);
+			cm_mpi_req_detach(rr);
+			return MPI_ERR_OTHER;
+		}
+		int send_err = cm_mpi_req_finish(rs, NULL);
+		int recv_err = cm_mpi_req_finish(rr, NULL);
+		if (send_err || recv_err)
+			return send_err ? send_err : recv_err;
+	}
+	return MPI_SUCCESS;
+}
+
+int MPI_Barrier(MPI_Comm comm)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Barrier");
+	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
+	if (!c)
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Barrier");
+	return cm_mpi_raise(c, cm_mpi_barrier(c), "MPI_Barrier");
+}

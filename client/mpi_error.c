@@ -1,1 +1,210 @@
-/* placeholder: being written */
+/* Error classes, their strings, and the per-communicator error handlers. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mpi_internal.h"
+
+static const char *const error_strings[MPI_ERR_LASTCODE + 1] = {
+    [MPI_SUCCESS] = "MPI_SUCCESS: no errors",
+    [MPI_ERR_BUFFER] = "MPI_ERR_BUFFER: invalid buffer pointer",
+    [MPI_ERR_COUNT] = "MPI_ERR_COUNT: invalid count argument",
+    [MPI_ERR_TYPE] = "MPI_ERR_TYPE: invalid datatype",
+    [MPI_ERR_TAG] = "MPI_ERR_TAG: invalid tag",
+    [MPI_ERR_COMM] = "MPI_ERR_COMM: invalid communicator",
+    [MPI_ERR_RANK] = "MPI_ERR_RANK: invalid rank",
+    [MPI_ERR_REQUEST] = "MPI_ERR_REQUEST: invalid request",
+    [MPI_ERR_ROOT] = "MPI_ERR_ROOT: invalid root",
+    [MPI_ERR_GROUP] = "MPI_ERR_GROUP: invalid group",
+    [MPI_ERR_OP] = "MPI_ERR_OP: invalid reduce operation",
+    [MPI_ERR_TOPOLOGY] = "MPI_ERR_TOPOLOGY: invalid communicator topology",
+    [MPI_ERR_DIMS] = "MPI_ERR_DIMS: invalid topology dimension argument",
+    [MPI_ERR_ARG] = "MPI_ERR_ARG: invalid argument of some other kind",
+    [MPI_ERR_UNKNOWN] = "MPI_ERR_UNKNOWN: unknown error",
+    [MPI_ERR_TRUNCATE] = "MPI_ERR_TRUNCATE: message truncated",
+    [MPI_ERR_OTHER] = "MPI_ERR_OTHER: known error not in this list",
+    [MPI_ERR_INTERN] = "MPI_ERR_INTERN: internal error",
+    [MPI_ERR_IN_STATUS] = "MPI_ERR_IN_STATUS: error code is in status",
+    [MPI_ERR_PENDING] = "MPI_ERR_PENDING: pending request",
+    [MPI_ERR_KEYVAL] = "MPI_ERR_KEYVAL: invalid key value",
+    [MPI_ERR_NO_MEM] = "MPI_ERR_NO_MEM: out of memory",
+    [MPI_ERR_BASE] = "MPI_ERR_BASE: invalid base",
+    [MPI_ERR_INFO_KEY] = "MPI_ERR_INFO_KEY: key longer than MPI_MAX_INFO_KEY",
+    [MPI_ERR_INFO_VALUE] = "MPI_ERR_INFO_VALUE: value longer than MPI_MAX_INFO_VAL",
+    [MPI_ERR_INFO_NOKEY] = "MPI_ERR_INFO_NOKEY: no such key",
+    [MPI_ERR_SPAWN] = "MPI_ERR_SPAWN: could not spawn processes",
+    [MPI_ERR_PORT] = "MPI_ERR_PORT: invalid port name",
+    [MPI_ERR_SERVICE] = "MPI_ERR_SERVICE: invalid service name",
+    [MPI_ERR_NAME] = "MPI_ERR_NAME: service name not published",
+    [MPI_ERR_WIN] = "MPI_ERR_WIN: invalid window",
+    [MPI_ERR_SIZE] = "MPI_ERR_SIZE: invalid size",
+    [MPI_ERR_DISP] = "MPI_ERR_DISP: invalid displacement",
+    [MPI_ERR_INFO] = "MPI_ERR_INFO: invalid info object",
+    [MPI_ERR_LOCKTYPE] = "MPI_ERR_LOCKTYPE: invalid lock type",
+    [MPI_ERR_ASSERT] = "MPI_ERR_ASSERT: invalid assertion",
+    [MPI_ERR_RMA_CONFLICT] = "MPI_ERR_RMA_CONFLICT: conflicting accesses to a window",
+    [MPI_ERR_RMA_SYNC] = "MPI_ERR_RMA_SYNC: wrong synchronization of RMA calls",
+    [MPI_ERR_FILE] = "MPI_ERR_FILE: invalid file handle",
+    [MPI_ERR_NOT_SAME] = "MPI_ERR_NOT_SAME: collective arguments not identical",
+    [MPI_ERR_AMODE] = "MPI_ERR_AMODE: invalid file access mode",
+    [MPI_ERR_UNSUPPORTED_DATAREP] = "MPI_ERR_UNSUPPORTED_DATAREP: unsupported data representation",
+    [MPI_ERR_UNSUPPORTED_OPERATION] = "MPI_ERR_UNSUPPORTED_OPERATION: unsupported operation",
+    [MPI_ERR_NO_SUCH_FILE] = "MPI_ERR_NO_SUCH_FILE: file does not exist",
+    [MPI_ERR_FILE_EXISTS] = "MPI_ERR_FILE_EXISTS: file exists",
+    [MPI_ERR_BAD_FILE] = "MPI_ERR_BAD_FILE: invalid file name",
+    [MPI_ERR_ACCESS] = "MPI_ERR_ACCESS: permission denied",
+    [MPI_ERR_NO_SPACE] = "MPI_ERR_NO_SPACE: no space left on device",
+    [MPI_ERR_QUOTA] = "MPI_ERR_QUOTA: quota exceeded",
+    [MPI_ERR_READ_ONLY] = "MPI_ERR_READ_ONLY: read-only file or file system",
+    [MPI_ERR_FILE_IN_USE] = "MPI_ERR_FILE_IN_USE: file in use",
+    [MPI_ERR_DUP_DATAREP] = "MPI_ERR_DUP_DATAREP: data representation already defined",
+    [MPI_ERR_CONVERSION] = "MPI_ERR_CONVERSION: data conversion failed",
+    [MPI_ERR_IO] = "MPI_ERR_IO: input/output error",
+    [MPI_ERR_RMA_RANGE] = "MPI_ERR_RMA_RANGE: target memory outside the window",
+    [MPI_ERR_RMA_ATTACH] = "MPI_ERR_RMA_ATTACH: memory cannot be attached",
+    [MPI_ERR_RMA_SHARED] = "MPI_ERR_RMA_SHARED: memory cannot be shared",
+    [MPI_ERR_RMA_FLAVOR] = "MPI_ERR_RMA_FLAVOR: wrong window flavor",
+};
+
+static const char *error_text(int code)
+{
+	if (code < 0 || code > MPI_ERR_LASTCODE || !error_strings[code])
+		return NULL;
+	return error_strings[code];
+}
+
+void cm_mpi_exit(int status)
+{
+	fflush(NULL);
+	_exit(status);
+}
+
+static void print_rank_prefix(void)
+{
+	if (cm_mpi.world_rank >= 0)
+		fprintf(stderr, "chanmem: rank %d: ", cm_mpi.world_rank);
+	else
+		fprintf(stderr, "chanmem: rank ?: ");
+}
+
+void cm_mpi_not_initialized(const char *func)
+{
+	fflush(stdout);
+	print_rank_prefix();
+	fprintf(stderr, "%s: MPI_ERR_OTHER: called %s\n", func,
+	        cm_mpi.finalized ? "after MPI_Finalize" : "before MPI_Init");
+	cm_mpi_exit(1);
+}
+
+int cm_mpi_raise(struct cm_mpi_comm *c, int code, const char *func)
+{
+	if (code == MPI_SUCCESS)
+		return code;
+	if (!c)
+		c = cm_mpi_comm_world();
+	if (c->errhandler == MPI_ERRORS_RETURN)
+		return code;
+	const char *text = error_text(code);
+	fflush(stdout);
+	print_rank_prefix();
+	if (text)
+		fprintf(stderr, "%s: %s\n", func, text);
+	else
+		fprintf(stderr, "%s: error code %d\n", func, code);
+	cm_mpi_exit(1);
+}
+
+int cm_mpi_errhandler_valid(MPI_Errhandler eh)
+{
+	return eh == MPI_ERRORS_ARE_FATAL || eh == MPI_ERRORS_RETURN;
+}
+
+/* Error strings and classes work at any time, even outside
+ * MPI_Init..MPI_Finalize (MPI-4 allows it, and it costs nothing). */
+int MPI_Error_string(int errorcode, char *string, int *resultlen)
+{
+	const char *text = error_text(errorcode);
+	if (!string || !resultlen)
+		return MPI_ERR_ARG;
+	if (!text) {
+		string[0] = '\0';
+		*resultlen = 0;
+		return cm_mpi.initialized && !cm_mpi.finalized
+		           ? cm_mpi_raise(NULL, MPI_ERR_ARG, "MPI_Error_string")
+		           : MPI_ERR_ARG;
+	}
+	size_t len = strlen(text);
+	if (len > MPI_MAX_ERROR_STRING - 1)
+		len = MPI_MAX_ERROR_STRING - 1;
+	memcpy(string, text, len);
+	string[len] = '\0';
+	*resultlen = (int)len;
+	return MPI_SUCCESS;
+}
+
+int MPI_Error_class(int errorcode, int *errorclass)
+{
+	if (!errorclass || !error_text(errorcode))
+		return cm_mpi.initialized && !cm_mpi.finalized
+		           ? cm_mpi_raise(NULL, MPI_ERR_ARG, "MPI_Error_class")
+		           : MPI_ERR_ARG;
+	/* Every code this library returns is a class. */
+	*errorclass = errorcode;
+	return MPI_SUCCESS;
+}
+
+static int set_errhandler(MPI_Comm comm, MPI_Errhandler eh, const char *func)
+{
+	CM_MPI_REQUIRE_INIT(func);
+	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
+	if (!c)
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, func);
+	if (!cm_mpi_errhandler_valid(eh))
+		return cm_mpi_raise(c, MPI_ERR_ARG, func);
+	c->errhandler = eh;
+	return MPI_SUCCESS;
+}
+
+static int get_errhandler(MPI_Comm comm, MPI_Errhandler *eh, const char *func)
+{
+	CM_MPI_REQUIRE_INIT(func);
+	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
+	if (!c)
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, func);
+	if (!eh)
+		return cm_mpi_raise(c, MPI_ERR_ARG, func);
+	*eh = c->errhandler;
+	return MPI_SUCCESS;
+}
+
+int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler)
+{
+	return set_errhandler(comm, errhandler, "MPI_Comm_set_errhandler");
+}
+
+int MPI_Errhandler_set(MPI_Comm comm, MPI_Errhandler errhandler)
+{
+	return set_errhandler(comm, errhandler, "MPI_Errhandler_set");
+}
+
+int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler *errhandler)
+{
+	return get_errhandler(comm, errhandler, "MPI_Comm_get_errhandler");
+}
+
+int MPI_Errhandler_get(MPI_Comm comm, MPI_Errhandler *errhandler)
+{
+	return get_errhandler(comm, errhandler, "MPI_Errhandler_get");
+}
+
+int MPI_Comm_call_errhandler(MPI_Comm comm, int errorcode)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_call_errhandler");
+	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
+	if (!c)
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_call_errhandler");
+	/* The call itself succeeded once the handler returns. */
+	cm_mpi_raise(c, errorcode, "MPI_Comm_call_errhandler");
+	return MPI_SUCCESS;
+}

@@ -1,1 +1,461 @@
-/* placeholder: being written */
+/* Requests: the handle table and the completion calls (Wait/Test and their
+ * any/all/some forms, Request_free).
+ *
+ * A request object is allocated once and never moves (the transport links
+ * its struct cm_req into its queues); the table maps handle indexes to
+ * objects, and released objects are reused through a free list, so a
+ * blocking MPI_Send costs no malloc in the steady state. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpi_internal.h"
+
+static struct cm_mpi_request **slots;
+static unsigned nslots, slots_cap;
+static struct cm_mpi_request *free_list;     /* linked through next_detached */
+static struct cm_mpi_request *detached_list; /* Request_free'd while active */
+
+struct cm_mpi_request *cm_mpi_req_alloc(struct cm_mpi_comm *c)
+{
+	struct cm_mpi_request *r = free_list;
+	if (r) {
+		free_list = r->next_detached;
+	} else {
+		if (nslots > CM_HANDLE_INDEX_MAX)
+			return NULL;
+		if (nslots == slots_cap) {
+			unsigned cap = slots_cap ? slots_cap * 2 : 64;
+			struct cm_mpi_request **grown = realloc(slots, cap * sizeof *slots);
+			if (!grown)
+				return NULL;
+			slots = grown;
+			slots_cap = cap;
+		}
+		r = calloc(1, sizeof *r);
+		if (!r)
+			return NULL;
+		r->handle = (MPI_Request)(CM_KIND_REQUEST | nslots);
+		slots[nslots++] = r;
+	}
+	MPI_Request handle = r->handle;
+	memset(r, 0, sizeof *r);
+	r->handle = handle;
+	r->state = CM_RQ_ACTIVE;
+	r->comm = c;
+	return r;
+}
+
+void cm_mpi_req_release(struct cm_mpi_request *r)
+{
+	free(r->bounce);
+	r->bounce = NULL;
+	r->state = CM_RQ_FREE;
+	r->detached = 0;
+	r->next_detached = free_list;
+	free_list = r;
+}
+
+struct cm_mpi_request *cm_mpi_req_get(MPI_Request handle)
+{
+	if (CM_HANDLE_KIND(handle) != CM_KIND_REQUEST)
+		return NULL;
+	unsigned index = CM_HANDLE_INDEX(handle);
+	if (index >= nslots)
+		return NULL;
+	struct cm_mpi_request *r = slots[index];
+	if (r->state == CM_RQ_FREE || r->detached)
+		return NULL;
+	return r;
+}
+
+/* The transport finished r: build the MPI status, unpack a bounced
+ * receive. */
+static void complete(struct cm_mpi_request *r)
+{
+	struct cm_req *op = &r->op;
+	if (op->kind == CM_REQ_RECV) {
+		size_t stored = op->st_bytes < op->rcap ? op->st_bytes : op->rcap;
+		if (r->bounce)
+			cm_mpi_unpack(r->type, r->bounce, stored, r->ubuf);
+		r->status.MPI_SOURCE = cm_mpi_comm_rank_of(r->comm, op->st_source);
+		r->status.MPI_TAG = op->st_tag;
+		r->status.MPI_ERROR = MPI_SUCCESS;
+		r->status.cm_cancelled = 0;
+		r->status.cm_bytes = (MPI_Count)stored;
+		if (op->error == CM_REQ_ERR_TRUNCATE)
+			r->error = MPI_ERR_TRUNCATE;
+		else if (op->error)
+			r->error = MPI_ERR_INTERN;
+	} else {
+		cm_mpi_status_empty(&r->status);
+		if (op->error)
+			r->error = MPI_ERR_INTERN;
+	}
+	free(r->bounce);
+	r->bounce = NULL;
+	r->state = CM_RQ_COMPLETE;
+}
+
+int cm_mpi_req_poll(struct cm_mpi_request *r)
+{
+	if (r->state == CM_RQ_COMPLETE)
+		return 1;
+	if (r->state == CM_RQ_ACTIVE && r->op.done) {
+		complete(r);
+		return 1;
+	}
+	return 0;
+}
+
+int cm_mpi_req_wait(struct cm_mpi_request *r)
+{
+	while (!cm_mpi_req_poll(r))
+		if (cm_mpi_progress(-1) < 0)
+			return -1;
+	return 0;
+}
+
+int cm_mpi_req_finish(struct cm_mpi_request *r, MPI_Status *st)
+{
+	int error = r->error;
+	/* MPI_ERROR is left alone: only the multiple-completion calls set it,
+	 * and only when they return MPI_ERR_IN_STATUS. */
+	if (st) {
+		st->MPI_SOURCE = r->status.MPI_SOURCE;
+		st->MPI_TAG = r->status.MPI_TAG;
+		st->cm_cancelled = r->status.cm_cancelled;
+		st->cm_bytes = r->status.cm_bytes;
+	}
+	cm_mpi_req_release(r);
+	return error;
+}
+
+void cm_mpi_req_detach(struct cm_mpi_request *r)
+{
+	r->detached = 1;
+	r->next_detached = detached_list;
+	detached_list = r;
+}
+
+void cm_mpi_req_reap_detached(void)
+{
+	struct cm_mpi_request **link = &detached_list;
+	while (*link) {
+		struct cm_mpi_request *r = *link;
+		if (cm_mpi_req_poll(r)) {
+			*link = r->next_detached;
+			cm_mpi_req_release(r);
+		} else {
+			link = &r->next_detached;
+		}
+	}
+}
+
+void cm_mpi_req_shutdown(void)
+{
+	for (unsigned i = 0; i < nslots; i++) {
+		free(slots[i]->bounce);
+		free(slots[i]);
+	}
+	free(slots);
+	slots = NULL;
+	nslots = slots_cap = 0;
+	free_list = detached_list = NULL;
+}
+
+/* ---- the MPI calls ---- */
+
+static int check_request_array(int count, const MPI_Request reqs[], const char *func)
+{
+	if (count < 0)
+		return cm_mpi_raise(NULL, MPI_ERR_COUNT, func);
+	if (count > 0 && !reqs)
+		return cm_mpi_raise(NULL, MPI_ERR_REQUEST, func);
+	for (int i = 0; i < count; i++)
+		if (reqs[i] != MPI_REQUEST_NULL && !cm_mpi_req_get(reqs[i]))
+			return cm_mpi_raise(NULL, MPI_ERR_REQUEST, func);
+	return MPI_SUCCESS;
+}
+
+/* Finishes one request the caller found complete; raises its error. */
+static int finish_one(MPI_Request *handle, struct cm_mpi_request *r, MPI_Status *status,
+                      const char *func)
+{
+	struct cm_mpi_comm *c = r->comm;
+	int err = cm_mpi_req_finish(r, status);
+	*handle = MPI_REQUEST_NULL;
+	return err ? cm_mpi_raise(c, err, func) : MPI_SUCCESS;
+}
+
+int MPI_Wait(MPI_Request *request, MPI_Status *status)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Wait");
+	if (!request)
+		return cm_mpi_raise(NULL, MPI_ERR_REQUEST, "MPI_Wait");
+	if (*request == MPI_REQUEST_NULL) {
+		cm_mpi_status_empty(status);
+		return MPI_SUCCESS;
+	}
+	struct cm_mpi_request *r = cm_mpi_req_get(*request);
+	if (!r)
+		return cm_mpi_raise(NULL, MPI_ERR_REQUEST, "MPI_Wait");
+	if (cm_mpi_req_wait(r) < 0)
+		return cm_mpi_raise(r->comm, MPI_ERR_OTHER, "MPI_Wait");
+	return finish_one(request, r, status, "MPI_Wait");
+}
+
+int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Test");
+	if (!request)
+		return cm_mpi_raise(NULL, MPI_ERR_REQUEST, "MPI_Test");
+	if (!flag)
+		return cm_mpi_raise(NULL, MPI_ERR_ARG, "MPI_Test");
+	if (*request == MPI_REQUEST_NULL) {
+		*flag = 1;
+		cm_mpi_status_empty(status);
+		return MPI_SUCCESS;
+	}
+	struct cm_mpi_request *r = cm_mpi_req_get(*request);
+	if (!r)
+		return cm_mpi_raise(NULL, MPI_ERR_REQUEST, "MPI_Test");
+	if (cm_mpi_progress(0) < 0)
+		return cm_mpi_raise(r->comm, MPI_ERR_OTHER, "MPI_Test");
+	*flag = cm_mpi_req_poll(r);
+	if (!*flag)
+		return MPI_SUCCESS;
+	return finish_one(request, r, status, "MPI_Test");
+}
+
+/* Every request of the array is complete or null: finish them all. An
+ * error on any puts every status's MPI_ERROR in play (MPI_ERR_IN_STATUS). */
+static int finish_all(int count, MPI_Request reqs[], MPI_Status statuses[], const char *func)
+{
+	struct cm_mpi_comm *err_comm = NULL;
+	for (int i = 0; i < count && !err_comm; i++) {
+		struct cm_mpi_request *r = cm_mpi_req_get(reqs[i]);
+		if (r && r->error)
+			err_comm = r->comm;
+	}
+	for (int i = 0; i < count; i++) {
+		MPI_Status *st = statuses == MPI_STATUSES_IGNORE ? NULL : &statuses[i];
+		struct cm_mpi_request *r = cm_mpi_req_get(reqs[i]);
+		if (!r) { /* MPI_REQUEST_NULL (or a handle listed twice) */
+			cm_mpi_status_empty(st);
+			continue;
+		}
+		int err = cm_mpi_req_finish(r, st);
+		reqs[i] = MPI_REQUEST_NULL;
+		if (err_comm && st)
+			st->MPI_ERROR = err;
+	}
+	return err_comm ? cm_mpi_raise(err_comm, MPI_ERR_IN_STATUS, func) : MPI_SUCCESS;
+}
+
+int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[])
+{
+	CM_MPI_REQUIRE_INIT("MPI_Waitall");
+	int rc = check_request_array(count, array_of_requests, "MPI_Waitall");
+	if (rc)
+		return rc;
+	/* Requests complete roughly in order: skip the finished prefix so a
+	 * long array is not rescanned after every progress step. */
+	int first_pending = 0;
+	for (;;) {
+		while (first_pending < count) {
+			struct cm_mpi_request *r = cm_mpi_req_get(array_of_requests[first_pending]);
+			if (r && !cm_mpi_req_poll(r))
+				break;
+			first_pending++;
+		}
+		if (first_pending == count)
+			break;
+		if (cm_mpi_progress(-1) < 0) {
+			struct cm_mpi_request *r = cm_mpi_req_get(array_of_requests[first_pending]);
+			return cm_mpi_raise(r->comm, MPI_ERR_OTHER, "MPI_Waitall");
+		}
+	}
+	return finish_all(count, array_of_requests, array_of_statuses, "MPI_Waitall");
+}
+
+int MPI_Testall(int count, MPI_Request array_of_requests[], int *flag,
+                MPI_Status array_of_statuses[])
+{
+	CM_MPI_REQUIRE_INIT("MPI_Testall");
+	int rc = check_request_array(count, array_of_requests, "MPI_Testall");
+	if (rc)
+		return rc;
+	if (!flag)
+		return cm_mpi_raise(NULL, MPI_ERR_ARG, "MPI_Testall");
+	if (cm_mpi_progress(0) < 0)
+		return cm_mpi_raise(NULL, MPI_ERR_OTHER, "MPI_Testall");
+	*flag = 0;
+	for (int i = 0; i < count; i++) {
+		struct cm_mpi_request *r = cm_mpi_req_get(array_of_requests[i]);
+		if (r && !cm_mpi_req_poll(r))
+			return MPI_SUCCESS;
+	}
+	*flag = 1;
+	return finish_all(count, array_of_requests, array_of_statuses, "MPI_Testall");
+}
+
+/* The first complete request of the array: its index, MPI_UNDEFINED if
+ * all are null, or -1 if some are still pending. */
+static int find_complete(int count, MPI_Request reqs[])
+{
+	int live = 0;
+	for (int i = 0; i < count; i++) {
+		struct cm_mpi_request *r = cm_mpi_req_get(reqs[i]);
+		if (!r)
+			continue;
+		live++;
+		if (cm_mpi_req_poll(r))
+			return i;
+	}
+	return live ? -1 : MPI_UNDEFINED;
+}
+
+int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index, MPI_Status *status)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Waitany");
+	int rc = check_request_array(count, array_of_requests, "MPI_Waitany");
+	if (rc)
+		return rc;
+	if (!index)
+		return cm_mpi_raise(NULL, MPI_ERR_ARG, "MPI_Waitany");
+	int i;
+	while ((i = find_complete(count, array_of_requests)) == -1)
+		if (cm_mpi_progress(-1) < 0)
+			return cm_mpi_raise(NULL, MPI_ERR_OTHER, "MPI_Waitany");
+	*index = i;
+	if (i == MPI_UNDEFINED) {
+		cm_mpi_status_empty(status);
+		return MPI_SUCCESS;
+	}
+	return finish_one(&array_of_requests[i], cm_mpi_req_get(array_of_requests[i]), status,
+	                  "MPI_Waitany");
+}
+
+int MPI_Testany(int count, MPI_Request array_of_requests[], int *index, int *flag,
+                MPI_Status *status)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Testany");
+	int rc = check_request_array(count, array_of_requests, "MPI_Testany");
+	if (rc)
+		return rc;
+	if (!index || !flag)
+		return cm_mpi_raise(NULL, MPI_ERR_ARG, "MPI_Testany");
+	if (cm_mpi_progress(0) < 0)
+		return cm_mpi_raise(NULL, MPI_ERR_OTHER, "MPI_Testany");
+	int i = find_complete(count, array_of_requests);
+	if (i == -1) {
+		*flag = 0;
+		*index = MPI_UNDEFINED;
+		return MPI_SUCCESS;
+	}
+	*flag = 1;
+	*index = i;
+	if (i == MPI_UNDEFINED) {
+		cm_mpi_status_empty(status);
+		return MPI_SUCCESS;
+	}
+	return finish_one(&array_of_requests[i], cm_mpi_req_get(array_of_requests[i]), status,
+	                  "MPI_Testany");
+}
+
+/* Collects the complete requests into indices. Returns how many, or
+ * MPI_UNDEFINED if every request is null. */
+static int collect_complete(int count, MPI_Request reqs[], int indices[])
+{
+	int live = 0, done = 0;
+	for (int i = 0; i < count; i++) {
+		struct cm_mpi_request *r = cm_mpi_req_get(reqs[i]);
+		if (!r)
+			continue;
+		live++;
+		if (cm_mpi_req_poll(r))
+			indices[done++] = i;
+	}
+	return live ? done : MPI_UNDEFINED;
+}
+
+static int finish_some(int done, MPI_Request reqs[], const int indices[], MPI_Status statuses[],
+                       const char *func)
+{
+	struct cm_mpi_comm *err_comm = NULL;
+	for (int k = 0; k < done && !err_comm; k++) {
+		struct cm_mpi_request *r = cm_mpi_req_get(reqs[indices[k]]);
+		if (r->error)
+			err_comm = r->comm;
+	}
+	for (int k = 0; k < done; k++) {
+		MPI_Status *st = statuses == MPI_STATUSES_IGNORE ? NULL : &statuses[k];
+		int err = cm_mpi_req_finish(cm_mpi_req_get(reqs[indices[k]]), st);
+		reqs[indices[k]] = MPI_REQUEST_NULL;
+		if (err_comm && st)
+			st->MPI_ERROR = err;
+	}
+	return err_comm ? cm_mpi_raise(err_comm, MPI_ERR_IN_STATUS, func) : MPI_SUCCESS;
+}
+
+static int check_some_args(int incount, MPI_Request reqs[], int *outcount, int indices[],
+                           const char *func)
+{
+	int rc = check_request_array(incount, reqs, func);
+	if (rc)
+		return rc;
+	if (!outcount || (incount > 0 && !indices))
+		return cm_mpi_raise(NULL, MPI_ERR_ARG, func);
+	return MPI_SUCCESS;
+}
+
+int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
+                 int array_of_indices[], MPI_Status array_of_statuses[])
+{
+	CM_MPI_REQUIRE_INIT("MPI_Waitsome");
+	int rc =
+	    check_some_args(incount, array_of_requests, outcount, array_of_indices, "MPI_Waitsome");
+	if (rc)
+		return rc;
+	int done;
+	while ((done = collect_complete(incount, array_of_requests, array_of_indices)) == 0)
+		if (cm_mpi_progress(-1) < 0)
+			return cm_mpi_raise(NULL, MPI_ERR_OTHER, "MPI_Waitsome");
+	*outcount = done;
+	if (done == MPI_UNDEFINED)
+		return MPI_SUCCESS;
+	return finish_some(done, array_of_requests, array_of_indices, array_of_statuses,
+	                   "MPI_Waitsome");
+}
+
+int MPI_Testsome(int incount, MPI_Request array_of_requests[], int *outcount,
+                 int array_of_indices[], MPI_Status array_of_statuses[])
+{
+	CM_MPI_REQUIRE_INIT("MPI_Testsome");
+	int rc =
+	    check_some_args(incount, array_of_requests, outcount, array_of_indices, "MPI_Testsome");
+	if (rc)
+		return rc;
+	if (cm_mpi_progress(0) < 0)
+		return cm_mpi_raise(NULL, MPI_ERR_OTHER, "MPI_Testsome");
+	int done = collect_complete(incount, array_of_requests, array_of_indices);
+	*outcount = done;
+	if (done == MPI_UNDEFINED || done == 0)
+		return MPI_SUCCESS;
+	return finish_some(done, array_of_requests, array_of_indices, array_of_statuses,
+	                   "MPI_Testsome");
+}
+
+int MPI_Request_free(MPI_Request *request)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Request_free");
+	struct cm_mpi_request *r = request ? cm_mpi_req_get(*request) : NULL;
+	if (!r)
+		return cm_mpi_raise(NULL, MPI_ERR_REQUEST, "MPI_Request_free");
+	if (cm_mpi_req_poll(r))
+		cm_mpi_req_release(r);
+	else
+		cm_mpi_req_detach(r);
+	*request = MPI_REQUEST_NULL;
+	return MPI_SUCCESS;
+}

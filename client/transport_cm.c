@@ -1,1 +1,481 @@
-/* placeholder: being written */
+/* The channel-memory transport: every message travels through the
+ * destination's home channel memory (CM), which logs it and does all the
+ * matching, so the match order is logged by construction.
+ *
+ * At init the rank connects to every CM and says HELLO (kind
+ * CM_PEER_RANK). A send is a MSG to home[dst] carrying the sender clock (one
+ * counter over all messages). A receive is a RECV_REQ to our own home CM
+ * the moment it is posted; the DELIVER carrying its request id completes
+ * it, its payload read straight into the receive buffer. Probes ask the
+ * home CM (PROBE/PROBE_REPLY). Finalize says BYE to every CM and waits for
+ * BYE_ACK. Losing a CM is fatal: progress returns -1 after saying which. */
+#include <config.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "log.h"
+#include "net.h"
+#include "transport.h"
+
+#define CONNECT_TIMEOUT_MS 20000
+#define HELLO_TIMEOUT_MS 30000
+#define FLUSH_TIMEOUT_MS 60000
+#define BYE_TIMEOUT_MS 10000
+
+enum { SINK_DELIVER = 1, SINK_PROBE = 2 };
+
+struct cmt {
+	int rank;
+	int size;
+	int ncms;
+	int myhome;
+	int *home; /* [size] home CM of every rank */
+	struct cm_limits lim;
+	struct cm_conn **cms; /* [ncms] */
+	char *bye_acked;      /* [ncms] */
+	struct pollfd *pfds;  /* [ncms] */
+
+	struct cm_reqmap recvs; /* posted receives by request id */
+	struct cm_reqmap syncs; /* synchronous sends by clock */
+	uint64_t clock;         /* one counter over all our messages */
+	uint64_t reqid;         /* receive requests and probes */
+
+	int probe_waiting;
+	uint64_t probe_id;
+	struct cm_probe_result probe_result;
+	uint8_t probe_buf[CM_PROBE_REPLY_PAYLOAD];
+
+	int saying_bye;
+	int dead;
+};
+
+static int accepts(const struct cm_req *r, int src, int tag, uint32_t ctx)
+{
+	return r->ctx == ctx && (r->peer == CM_ANY_SOURCE || r->peer == src) &&
+	       (r->tag == CM_ANY_TAG || r->tag == tag);
+}
+
+static enum cm_err on_hello(struct cm_conn *c, const struct cm_header *h,
+                            const struct cm_hello *hello, char *text, size_t textlen)
+{
+	return CM_E_STATE; /* we never accept connections */
+}
+
+static int on_header(struct cm_conn *c, const struct cm_header *h, struct cm_sink *sink)
+{
+	struct cmt *s = c->owner;
+	if (h->dst != s->rank)
+		return cm_conn_fail(c, "%s for rank %d", cm_type_str(h->type), h->dst);
+	switch (h->type) {
+	case CM_T_DELIVER: {
+		if (c->peer != s->myhome)
+			return cm_conn_fail(c,
+			                    "DELIVER from a channel memory that is not our home");
+		struct cm_req *r = cm_reqmap_take(&s->recvs, h->clock);
+		if (r == NULL)
+			return cm_conn_fail(c, "DELIVER for unknown receive request %llu",
+			                    (unsigned long long)h->clock);
+		if (!accepts(r, h->src, h->tag, h->ctx))
+			return cm_conn_fail(c,
+			                    "DELIVER of (src %d, tag %d, ctx %u) to request %llu "
+			                    "for (src %d, tag %d, ctx %u)",
+			                    h->src, h->tag, h->ctx, (unsigned long long)h->clock,
+			                    r->peer, r->tag, r->ctx);
+		r->st_source = h->src;
+		r->st_tag = h->tag;
+		r->st_bytes = h->len;
+		r->error = h->len > r->rcap ? CM_REQ_ERR_TRUNCATE : 0;
+		*sink = (struct cm_sink){
+		    .buf = r->rbuf, .cap = r->rcap, .kind = SINK_DELIVER, .cookie = r};
+		return 0;
+	}
+	case CM_T_PROBE_REPLY:
+		if (!s->probe_waiting || h->clock != s->probe_id)
+			return cm_conn_fail(c, "PROBE_REPLY for unknown probe %llu",
+			                    (unsigned long long)h->clock);
+		*sink = (struct cm_sink){
+		    .buf = s->probe_buf, .cap = sizeof s->probe_buf, .kind = SINK_PROBE};
+		return 0;
+	case CM_T_SYNC_ACK:
+	case CM_T_BYE_ACK:
+		return 0;
+	default:
+		return cm_conn_fail(c, "unexpected %s", cm_type_str(h->type));
+	}
+}
+
+static int on_frame(struct cm_conn *c, const struct cm_header *h, const struct cm_sink *sink)
+{
+	struct cmt *s = c->owner;
+	switch (h->type) {
+	case CM_T_DELIVER: {
+		struct cm_req *r = sink->cookie;
+		r->done = 1;
+		return 0;
+	}
+	case CM_T_PROBE_REPLY: {
+		struct cm_probe_result *p = &s->probe_result;
+		p->found = (h->flags & CM_F_FOUND) != 0;
+		p->source = p->found ? h->src : -1;
+		p->tag = p->found ? h->tag : -1;
+		p->bytes = p->found ? (size_t)cm_get_u64(s->probe_buf) : 0;
+		s->probe_waiting = 0;
+		return 0;
+	}
+	case CM_T_SYNC_ACK: {
+		struct cm_req *r = cm_reqmap_take(&s->syncs, h->clock);
+		if (r == NULL)
+			return cm_conn_fail(c, "SYNC_ACK for unknown message %llu",
+			                    (unsigned long long)h->clock);
+		cm_send_settle(r, CM_SEND_WAIT_ACK);
+		return 0;
+	}
+	case CM_T_BYE_ACK:
+		if (!s->saying_bye)
+			return cm_conn_fail(c, "BYE_ACK before BYE");
+		s->bye_acked[c->peer] = 1;
+		return 0;
+	default:
+		return cm_conn_fail(c, "unexpected %s", cm_type_str(h->type));
+	}
+}
+
+static void on_sent(struct cm_conn *c, struct cm_req *req)
+{
+	cm_send_settle(req, CM_SEND_WAIT_WRITE);
+}
+
+static const struct cm_conn_ops cm_ops = {
+    .on_hello = on_hello, .on_header = on_header, .on_frame = on_frame, .on_sent = on_sent};
+
+/* A CM connection that ended is fatal, unless it ended after our BYE was
+ * acknowledged. */
+static void check_lost(struct cmt *s)
+{
+	for (int i = 0; i < s->ncms; i++) {
+		struct cm_conn *c = s->cms[i];
+		if (c == NULL || cm_conn_alive(c) || s->bye_acked[i])
+			continue;
+		if (!s->dead)
+			cm_err("rank %d: lost connection to %s", s->rank, c->name);
+		s->dead = 1;
+	}
+}
+
+static int cmt_progress(struct cm_transport *t, int timeout_ms)
+{
+	struct cmt *s = t->state;
+	if (s->dead)
+		return -1;
+	if (timeout_ms < 0 && s->ncms == 1 && cm_conn_alive(s->cms[0]) &&
+	    !cm_conn_pending_output(s->cms[0])) {
+		/* One CM and nothing to write: sleep in the read itself. */
+		cm_conn_read_wait(s->cms[0]);
+		check_lost(s);
+		return s->dead ? -1 : 0;
+	}
+	int n = 0;
+	for (int i = 0; i < s->ncms; i++) {
+		struct cm_conn *c = s->cms[i];
+		short ev = POLLIN;
+		if (cm_conn_pending_output(c))
+			ev |= POLLOUT;
+		/* A finished connection stays in the set with fd -1 (ignored). */
+		s->pfds[n++] = (struct pollfd){.fd = cm_conn_alive(c) ? c->fd : -1, .events = ev};
+	}
+	int r = poll(s->pfds, (nfds_t)n, timeout_ms);
+	if (r < 0) {
+		if (errno == EINTR)
+			return 0;
+		cm_err("rank %d: poll: %s", s->rank, strerror(errno));
+		return -1;
+	}
+	for (int i = 0; i < n && r > 0; i++) {
+		short ev = s->pfds[i].revents;
+		if (ev == 0)
+			continue;
+		r--;
+		struct cm_conn *c = s->cms[i];
+		if ((ev & (POLLOUT | POLLERR | POLLHUP)) && cm_conn_pending_output(c) &&
+		    cm_conn_alive(c)) {
+			c->wblocked = 0;
+			cm_conn_flush(c);
+		}
+		if ((ev & (POLLIN | POLLERR | POLLHUP)) && cm_conn_alive(c))
+			cm_conn_read(c);
+	}
+	check_lost(s);
+	return s->dead ? -1 : 0;
+}
+
+static int cmt_isend(struct cm_transport *t, struct cm_req *req)
+{
+	struct cmt *s = t->state;
+	req->done = 0;
+	req->error = 0;
+	if (req->peer < 0 || req->peer >= s->size) {
+		cm_err("rank %d: send to rank %d: not a rank of this %d-rank job", s->rank,
+		       req->peer, s->size);
+		return -1;
+	}
+	if (req->tag < 0 || req->slen > CM_DEFAULT_MAX_PAYLOAD || (req->slen && !req->sbuf)) {
+		cm_err("rank %d: send to rank %d: bad tag %d or length %zu", s->rank, req->peer,
+		       req->tag, req->slen);
+		return -1;
+	}
+	if (s->dead)
+		return -1;
+	req->id = s->clock++;
+	struct cm_header h = {.type = CM_T_MSG,
+	                      .flags = req->sync ? CM_F_SYNC : 0,
+	                      .src = s->rank,
+	                      .dst = req->peer,
+	                      .tag = req->tag,
+	                      .ctx = req->ctx,
+	                      .clock = req->id};
+	req->t_off = CM_SEND_WAIT_WRITE;
+	if (req->sync) {
+		req->t_off |= CM_SEND_WAIT_ACK;
+		if (cm_reqmap_put(&s->syncs, req) < 0) {
+			cm_err("rank %d: out of memory", s->rank);
+			return -1;
+		}
+	}
+	if (cm_conn_send(s->cms[s->home[req->peer]], &h, req->sbuf, req->slen, req, 1) < 0) {
+		check_lost(s);
+		return -1;
+	}
+	return 0;
+}
+
+static int cmt_irecv(struct cm_transport *t, struct cm_req *req)
+{
+	struct cmt *s = t->state;
+	req->done = 0;
+	req->error = 0;
+	if ((req->peer < 0 && req->peer != CM_ANY_SOURCE) || req->peer >= s->size ||
+	    (req->tag < 0 && req->tag != CM_ANY_TAG) || (req->rcap && !req->rbuf)) {
+		cm_err("rank %d: receive from %d tag %d: bad source, tag or buffer", s->rank,
+		       req->peer, req->tag);
+		return -1;
+	}
+	if (s->dead)
+		return -1;
+	req->id = s->reqid++;
+	if (cm_reqmap_put(&s->recvs, req) < 0) {
+		cm_err("rank %d: out of memory", s->rank);
+		return -1;
+	}
+	if (cm_conn_send_ctl(s->cms[s->myhome], CM_T_RECV_REQ, 0, req->peer, s->rank, req->tag,
+	                     req->ctx, req->id, NULL, 0) < 0) {
+		check_lost(s);
+		return -1;
+	}
+	return 0;
+}
+
+static int cmt_probe(struct cm_transport *t, int src, int tag, uint32_t ctx, int blocking,
+                     struct cm_probe_result *out)
+{
+	struct cmt *s = t->state;
+	if ((src < 0 && src != CM_ANY_SOURCE) || src >= s->size || (tag < 0 && tag != CM_ANY_TAG)) {
+		cm_err("rank %d: probe for source %d tag %d: bad source or tag", s->rank, src, tag);
+		return -1;
+	}
+	if (s->dead)
+		return -1;
+	s->probe_id = s->reqid++;
+	s->probe_waiting = 1;
+	if (cm_conn_send_ctl(s->cms[s->myhome], CM_T_PROBE, blocking ? CM_F_BLOCKING : 0, src,
+	                     s->rank, tag, ctx, s->probe_id, NULL, 0) < 0) {
+		check_lost(s);
+		return -1;
+	}
+	while (s->probe_waiting)
+		if (cmt_progress(t, -1) < 0)
+			return -1;
+	*out = s->probe_result;
+	return 0;
+}
+
+static void cmt_free(struct cmt *s)
+{
+	for (int i = 0; s->cms && i < s->ncms; i++)
+		cm_conn_free(s->cms[i]);
+	free(s->cms);
+	free(s->bye_acked);
+	free(s->pfds);
+	free(s->home);
+	cm_reqmap_free(&s->recvs);
+	cm_reqmap_free(&s->syncs);
+	free(s);
+}
+
+static int connect_cm(struct cmt *s, const struct cm_job *job, int i)
+{
+	struct sockaddr_in addr;
+	if (cm_parse_hostport(job->cms[i], -1, &addr) < 0) {
+		cm_err("rank %d: bad channel memory address '%s'", s->rank, job->cms[i]);
+		return -1;
+	}
+	int fd = cm_tcp_connect(&addr, CONNECT_TIMEOUT_MS);
+	if (fd < 0) {
+		cm_err("rank %d: cannot connect to channel memory %d at %s: %s", s->rank, i,
+		       job->cms[i], strerror(errno));
+		return -1;
+	}
+	char name[96];
+	snprintf(name, sizeof name, "channel memory %d (%s)", i, job->cms[i]);
+	s->cms[i] = cm_conn_new(fd, CM_CONN_AWAIT_ACK, s->rank, name, &cm_ops, s, &s->lim);
+	if (s->cms[i] == NULL) {
+		close(fd);
+		cm_err("rank %d: out of memory", s->rank);
+		return -1;
+	}
+	s->cms[i]->peer = i;
+	return cm_conn_send_hello(s->cms[i], s->rank, s->rank, job->incarnation,
+	                          (unsigned)job->size, CM_PEER_RANK, job->secret);
+}
+
+static int all_ready(struct cmt *s)
+{
+	for (int i = 0; i < s->ncms; i++)
+		if (s->cms[i]->state != CM_CONN_READY)
+			return 0;
+	return 1;
+}
+
+static int cmt_init(struct cm_transport *t, const struct cm_job *job)
+{
+	if (job->ncms < 1 || job->home == NULL) {
+		cm_err("rank %d: the cm transport needs at least one channel memory", job->rank);
+		return -1;
+	}
+	struct cmt *s = calloc(1, sizeof *s);
+	if (s == NULL) {
+		cm_err("rank %d: out of memory", job->rank);
+		return -1;
+	}
+	t->state = s;
+	s->rank = job->rank;
+	s->size = job->size;
+	s->ncms = job->ncms;
+	s->lim = (struct cm_limits){.world_size = (uint32_t)job->size,
+	                            .max_payload = CM_DEFAULT_MAX_PAYLOAD};
+	s->cms = calloc((size_t)job->ncms, sizeof *s->cms);
+	s->bye_acked = calloc((size_t)job->ncms, 1);
+	s->pfds = calloc((size_t)job->ncms, sizeof *s->pfds);
+	s->home = malloc((size_t)job->size * sizeof *s->home);
+	if (!s->cms || !s->bye_acked || !s->pfds || !s->home) {
+		cm_err("rank %d: out of memory", job->rank);
+		goto fail;
+	}
+	for (int i = 0; i < job->size; i++) {
+		if (job->home[i] < 0 || job->home[i] >= job->ncms) {
+			cm_err("rank %d: home of rank %d is %d, not a channel memory index",
+			       s->rank, i, job->home[i]);
+			goto fail;
+		}
+		s->home[i] = job->home[i];
+	}
+	s->myhome = s->home[s->rank];
+	for (int i = 0; i < job->ncms; i++)
+		if (connect_cm(s, job, i) < 0)
+			goto fail;
+	long long deadline = cm_now_ms() + HELLO_TIMEOUT_MS;
+	while (!all_ready(s)) {
+		long long left = deadline - cm_now_ms();
+		if (left <= 0) {
+			for (int i = 0; i < s->ncms; i++)
+				if (s->cms[i]->state != CM_CONN_READY)
+					cm_err("rank %d: no HELLO_ACK from %s within %d s", s->rank,
+					       s->cms[i]->name, HELLO_TIMEOUT_MS / 1000);
+			goto fail;
+		}
+		if (cmt_progress(t, (int)(left < 1000 ? left : 1000)) < 0)
+			goto fail;
+	}
+	return 0;
+fail:
+	cmt_free(s);
+	t->state = NULL;
+	return -1;
+}
+
+static int any_output(struct cmt *s)
+{
+	for (int i = 0; i < s->ncms; i++)
+		if (cm_conn_pending_output(s->cms[i]) && cm_conn_alive(s->cms[i]))
+			return 1;
+	return 0;
+}
+
+static int all_byes_acked(struct cmt *s)
+{
+	for (int i = 0; i < s->ncms; i++)
+		if (!s->bye_acked[i])
+			return 0;
+	return 1;
+}
+
+static int wait_until(struct cm_transport *t, int (*cond)(struct cmt *), int timeout_ms,
+                      const char *what)
+{
+	struct cmt *s = t->state;
+	long long deadline = cm_now_ms() + timeout_ms;
+	while (!cond(s)) {
+		long long left = deadline - cm_now_ms();
+		if (left <= 0) {
+			cm_err("rank %d: finalize: %s after %d s", s->rank, what,
+			       timeout_ms / 1000);
+			return -1;
+		}
+		if (cmt_progress(t, (int)(left < 1000 ? left : 1000)) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int no_output(struct cmt *s)
+{
+	return !any_output(s);
+}
+
+static int cmt_finalize(struct cm_transport *t)
+{
+	struct cmt *s = t->state;
+	if (s == NULL)
+		return 0;
+	int rc = s->dead ? -1 : 0;
+	if (rc == 0)
+		rc = wait_until(t, no_output, FLUSH_TIMEOUT_MS, "messages still unsent");
+	if (rc == 0) {
+		s->saying_bye = 1;
+		for (int i = 0; i < s->ncms && rc == 0; i++)
+			rc = cm_conn_send_ctl(s->cms[i], CM_T_BYE, 0, s->rank, s->rank, 0, 0, 0,
+			                      NULL, 0);
+		if (rc == 0)
+			rc = wait_until(t, all_byes_acked, BYE_TIMEOUT_MS, "no BYE_ACK");
+	}
+	cmt_free(s);
+	t->state = NULL;
+	return rc;
+}
+
+void cm_transport_cm(struct cm_transport *t)
+{
+	memset(t, 0, sizeof *t);
+	t->name = "cm";
+	t->init = cmt_init;
+	t->isend = cmt_isend;
+	t->irecv = cmt_irecv;
+	t->probe = cmt_probe;
+	t->progress = cmt_progress;
+	t->finalize = cmt_finalize;
+}

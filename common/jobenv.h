@@ -13,5 +13,8 @@
 #define CM_ENV_HOME "CHANMEM_HOME"  /* optional "i,j,..." home CM index per rank (default rank % ncms) */
 #define CM_ENV_PEERS "CHANMEM_PEERS" /* direct: "h:p,..." listening address of every rank */
 #define CM_ENV_LISTEN_FD "CHANMEM_LISTEN_FD" /* direct: inherited listening socket of this rank */
+/* Inherited pipe to cmrun: a rank writes "abort RANK CODE\n" before it
+ * exits from MPI_Abort, so the job's status is that code. */
+#define CM_ENV_CONTROL_FD "CHANMEM_CONTROL_FD"
 
 #endif

@@ -1,0 +1,81 @@
+/* Internals of the direct transport shared by transport_direct.c
+ * (connections, progress, life cycle) and transport_direct_match.c (the
+ * posted-receive and unexpected-message queues). */
+#ifndef CHANMEM_TRANSPORT_DIRECT_H
+#define CHANMEM_TRANSPORT_DIRECT_H
+
+#include <netinet/in.h>
+
+#include "conn.h"
+#include "transport.h"
+
+/* A message that arrived before a receive matching it was posted. */
+struct umsg {
+	struct umsg *next;
+	int src;
+	int tag;
+	uint32_t ctx;
+	int sync;
+	uint64_t clock;
+	size_t len;
+	void *data;               /* len bytes (ours), or the sender's buffer (self_sync) */
+	int complete;             /* all of the payload is in data */
+	struct cm_conn *conn;     /* where the rest of the payload is arriving */
+	struct cm_conn *from;     /* where it came from: its SYNC_ACK goes back there */
+	struct cm_req *self_sync; /* synchronous send to self, completes when matched */
+};
+
+/* What an incoming payload's sink cookie is. */
+enum { SINK_REQ = 1, SINK_UMSG = 2 };
+
+struct direct {
+	int rank;
+	int size;
+	unsigned incarnation;
+	char secret[33];
+	struct cm_limits lim;
+	struct sockaddr_in *addrs;
+	int listen_fd;
+
+	/* A pair of ranks shares one connection when it can: i sends to j on
+	 * the connection i opened to j, or on the one j opened to i if that
+	 * was there first. Either way all of i's messages to j take one TCP
+	 * stream, and replies ride the same socket as the requests (a second
+	 * socket per pair costs every message an extra pure-ACK segment). */
+	struct cm_conn **link; /* [size] connection we send to each rank on */
+	struct cm_conn **from; /* [size] connection each rank opened to us */
+	char *gone;            /* [size] the rank closed its link (finalized) */
+	/* A rank is settled once it can no longer open a connection to us
+	 * (it has one, or it adopted ours: HELLO_ACK clock 0). With every
+	 * rank settled and a single connection, progress sleeps in recvmsg()
+	 * on it instead of epoll_wait() + recvmsg(). */
+	char *settled;
+	int unsettled;
+	struct cm_conn **conns; /* every connection */
+	size_t nconns, conns_cap;
+	int epfd;
+
+	/* MPI matching: posted receives in post order, unexpected messages
+	 * in arrival order. */
+	struct cm_req *posted_head, *posted_tail;
+	struct umsg *unexp_head, *unexp_tail;
+	struct cm_reqmap syncs; /* synchronous sends waiting for SYNC_ACK */
+
+	uint64_t clock; /* one counter over all our messages */
+	uint64_t reqid;
+	int dead;
+	int draining;
+};
+
+/* transport_direct_match.c */
+int direct_msg_header(struct direct *s, struct cm_conn *c, const struct cm_header *h,
+                      struct cm_sink *sink);
+void direct_msg_complete(struct direct *s, const struct cm_sink *sink);
+int direct_self_send(struct direct *s, struct cm_req *req);
+int direct_post_recv(struct direct *s, struct cm_req *req);
+int direct_find_unexpected(struct direct *s, int src, int tag, uint32_t ctx,
+                           struct cm_probe_result *out);
+void direct_conn_gone(struct direct *s, struct cm_conn *c);
+void direct_free_queues(struct direct *s);
+
+#endif

@@ -1,0 +1,443 @@
+/* The protocol core: the core object, sessions, output emission, and the
+ * dispatch of complete frames (HELLO, MSG, RECV_REQ, PROBE, BYE). Frame
+ * assembly is in input.c, logs and matching in msglog.c. */
+#include "config.h"
+
+#include "core_impl.h"
+
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct cm_core *cm_core_new(const struct cm_core_config *cfg)
+{
+	struct cm_core *core = calloc(1, sizeof *core);
+	if (core == NULL)
+		return NULL;
+	core->cfg = *cfg;
+	return core;
+}
+
+void cm_core_free(struct cm_core *core)
+{
+	if (core == NULL)
+		return;
+	for (uint32_t r = 0; core->dests && r < core->world_size; r++)
+		cm_dest_free(&core->dests[r]);
+	free(core->dests);
+	free(core->senders);
+	free(core->rank_sess);
+	free(core);
+}
+
+void cm_core_stats(const struct cm_core *core, struct cm_core_stats *out)
+{
+	*out = core->stats;
+}
+
+uint32_t cm_core_world_size(const struct cm_core *core)
+{
+	return cm_atomic_load32(&core->world_size);
+}
+
+/* ---- log entries ---- */
+
+struct cm_entry *cm_entry_new(const struct cm_header *h)
+{
+	struct cm_entry *e = calloc(1, sizeof *e);
+	if (e == NULL)
+		return NULL;
+	if (h->len > 0) {
+		e->payload = cm_buf_new(h->len);
+		if (e->payload == NULL) {
+			free(e);
+			return NULL;
+		}
+	}
+	e->clock = h->clock;
+	e->src = h->src;
+	e->dst = h->dst;
+	e->tag = h->tag;
+	e->ctx = h->ctx;
+	e->len = h->len;
+	e->flags = h->flags;
+	return e;
+}
+
+void cm_entry_free(struct cm_entry *e)
+{
+	if (e == NULL)
+		return;
+	cm_buf_unref(e->payload);
+	if (e->sync_sess)
+		cm_session_release(e->sync_sess);
+	free(e);
+}
+
+/* ---- sessions ---- */
+
+struct cm_session *cm_session_new(struct cm_core *core, void *engine_data)
+{
+	struct cm_session *s = calloc(1, sizeof *s);
+	if (s == NULL)
+		return NULL;
+	s->in = malloc(CM_STAGING_SIZE);
+	if (s->in == NULL) {
+		free(s);
+		return NULL;
+	}
+	s->core = core;
+	s->engine_data = engine_data;
+	s->refs = 1;
+	s->state = CM_S_NEW;
+	s->rank = -1;
+	cm_outq_init(&s->out);
+	core->stats.sessions_opened++;
+	return s;
+}
+
+void *cm_session_engine_data(const struct cm_session *s)
+{
+	return s->engine_data;
+}
+
+void cm_session_ref(struct cm_session *s)
+{
+	__atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
+}
+
+void cm_session_release(struct cm_session *s)
+{
+	if (s == NULL || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) != 0)
+		return;
+	cm_entry_free(s->in_entry);
+	cm_outq_free(&s->out);
+	free(s->in);
+	free(s);
+}
+
+int cm_session_closing(const struct cm_session *s)
+{
+	return s->state == CM_S_CLOSING;
+}
+
+int cm_session_rank(const struct cm_session *s)
+{
+	return s->rank;
+}
+
+int cm_session_said_bye(const struct cm_session *s)
+{
+	return s->said_bye;
+}
+
+/* Leaves the rank table and drops what the session was waiting for. */
+static void unregister(struct cm_session *s)
+{
+	struct cm_core *core = s->core;
+	if (!s->registered)
+		return;
+	s->registered = false;
+	if (core->rank_sess[s->rank] == s)
+		core->rank_sess[s->rank] = NULL;
+	cm_dest_drop_session(&core->dests[s->rank], s);
+}
+
+void cm_session_closed(struct cm_session *s)
+{
+	if (s->state == CM_S_GONE)
+		return;
+	unregister(s);
+	s->state = CM_S_GONE;
+	cm_entry_free(s->in_entry);
+	s->in_entry = NULL;
+	struct cm_core_hooks *hk = &s->core->cfg.hooks;
+	if (hk->out_lock)
+		hk->out_lock(hk->ctx, s);
+	cm_outq_free(&s->out);
+	if (hk->out_unlock)
+		hk->out_unlock(hk->ctx, s);
+}
+
+/* ---- output ---- */
+
+void cm_core_emit(struct cm_session *to, const struct cm_out_item *item)
+{
+	struct cm_core_hooks *hk = &to->core->cfg.hooks;
+	if (hk->out_lock)
+		hk->out_lock(hk->ctx, to);
+	if (to->state == CM_S_GONE) {
+		/* The connection is gone: the frame has nowhere to go. */
+		cm_buf_unref(item->ref);
+	} else {
+		bool was_empty = to->out.count == 0;
+		if (!cm_outq_push(&to->out, item)) {
+			cm_err("out of memory queueing a %s frame; closing the connection",
+			       cm_type_str(item->head[1]));
+			to->state = CM_S_CLOSING;
+			was_empty = true;
+		}
+		if (was_empty && hk->wake)
+			hk->wake(hk->ctx, to);
+	}
+	if (hk->out_unlock)
+		hk->out_unlock(hk->ctx, to);
+}
+
+void cm_core_emit_header(struct cm_session *to, const struct cm_header *h)
+{
+	struct cm_out_item it;
+	cm_header_encode(h, it.head);
+	it.head_len = CM_HEADER_SIZE;
+	it.body_len = 0;
+	it.body = NULL;
+	it.ref = NULL;
+	cm_core_emit(to, &it);
+}
+
+int cm_session_out_iov(struct cm_session *s, struct iovec *iov, int max)
+{
+	return cm_outq_iov(&s->out, iov, max);
+}
+
+void cm_session_out_consumed(struct cm_session *s, size_t n)
+{
+	cm_outq_consumed(&s->out, n);
+}
+
+size_t cm_session_out_pending(const struct cm_session *s)
+{
+	return s->out.pending;
+}
+
+void cm_session_fail(struct cm_session *s, enum cm_err code, const char *fmt, ...)
+{
+	if (s->state == CM_S_CLOSING || s->state == CM_S_GONE)
+		return;
+	char text[CM_ERROR_TEXT_MAX + 1];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	if (n > CM_ERROR_TEXT_MAX)
+		n = CM_ERROR_TEXT_MAX;
+
+	if (s->rank >= 0)
+		cm_info("rank %d: refused: %s (%s)", (int)s->rank, text, cm_err_str(code));
+	else
+		cm_info("connection refused: %s (%s)", text, cm_err_str(code));
+	s->core->stats.frames_refused++;
+
+	struct cm_out_item it;
+	it.ref = cm_buf_new((uint32_t)n);
+	if (it.ref)
+		memcpy(it.ref->data, text, (size_t)n);
+	else
+		n = 0; /* out of memory: the code alone still says why */
+	struct cm_header h = {.type = CM_T_ERROR, .tag = (int32_t)code, .len = (uint32_t)n};
+	cm_header_encode(&h, it.head);
+	it.head_len = CM_HEADER_SIZE;
+	it.body_len = (uint32_t)n;
+	it.body = it.ref ? it.ref->data : NULL;
+	/* The session stops reading; what it already queued goes out first. */
+	s->state = CM_S_CLOSING;
+	cm_core_emit(s, &it);
+	struct cm_core_hooks *hk = &s->core->cfg.hooks;
+	if (hk->wake)
+		hk->wake(hk->ctx, s);
+}
+
+/* ---- dispatch ---- */
+
+int cm_frame_domain(const struct cm_frame *f)
+{
+	switch (f->h.type) {
+	case CM_T_MSG:
+		return f->h.dst;
+	case CM_T_HELLO:
+	case CM_T_RECV_REQ:
+	case CM_T_PROBE:
+		return f->h.type == CM_T_HELLO ? f->h.src : f->h.dst;
+	default:
+		return -1;
+	}
+}
+
+static bool setup_world(struct cm_core *core, uint32_t n)
+{
+	struct cm_dest *dests = calloc(n, sizeof *dests);
+	struct cm_sender *senders = calloc(n, sizeof *senders);
+	struct cm_session **rank_sess = calloc(n, sizeof *rank_sess);
+	uint32_t ok = 0;
+	if (dests && senders && rank_sess)
+		while (ok < n && cm_dest_init(&dests[ok]))
+			ok++;
+	if (ok < n) {
+		for (uint32_t i = 0; i < ok; i++)
+			cm_dest_free(&dests[i]);
+		free(dests);
+		free(senders);
+		free(rank_sess);
+		return false;
+	}
+	core->dests = dests;
+	core->senders = senders;
+	core->rank_sess = rank_sess;
+	__atomic_store_n(&core->world_size, n, __ATOMIC_RELEASE);
+	return true;
+}
+
+static void handle_hello(struct cm_session *s, const struct cm_frame *f)
+{
+	struct cm_core *core = s->core;
+	const struct cm_hello *hello = &f->hello;
+	int32_t rank = f->h.src;
+
+	if (!cm_secret_equal(hello->secret, core->cfg.secret)) {
+		cm_session_fail(s, CM_E_AUTH, "wrong job secret");
+		return;
+	}
+	if (hello->kind != CM_PEER_RANK) {
+		cm_session_fail(s, CM_E_FIELD, "peer kind %u: a channel memory accepts ranks (kind 0)",
+		                (unsigned)hello->kind);
+		return;
+	}
+	if (f->h.dst != rank) {
+		cm_session_fail(s, CM_E_RANK, "HELLO src %d and dst %d must both be the rank",
+		                (int)rank, (int)f->h.dst);
+		return;
+	}
+	if (core->world_size == 0) {
+		if ((uint32_t)rank >= hello->world_size) {
+			cm_session_fail(s, CM_E_RANK, "rank %d out of range for world size %u",
+			                (int)rank, (unsigned)hello->world_size);
+			return;
+		}
+		if (!setup_world(core, hello->world_size)) {
+			cm_session_fail(s, CM_E_SIZE, "cannot allocate state for %u ranks",
+			                (unsigned)hello->world_size);
+			return;
+		}
+		cm_info("world size %u (from rank %d)", (unsigned)hello->world_size, (int)rank);
+	} else if (hello->world_size != core->world_size) {
+		cm_session_fail(s, CM_E_SIZE, "world size %u, the job has %u",
+		                (unsigned)hello->world_size, (unsigned)core->world_size);
+		return;
+	}
+	if ((uint32_t)rank >= core->world_size) {
+		cm_session_fail(s, CM_E_RANK, "rank %d out of range for world size %u", (int)rank,
+		                (unsigned)core->world_size);
+		return;
+	}
+
+	struct cm_session *old = core->rank_sess[rank];
+	if (old) {
+		if (old->incarnation >= hello->incarnation) {
+			cm_session_fail(s, CM_E_STATE,
+			                "rank %d is already connected (incarnation %u, this is %u)",
+			                (int)rank, (unsigned)old->incarnation,
+			                (unsigned)hello->incarnation);
+			return;
+		}
+		cm_info("rank %d: incarnation %u replaces incarnation %u", (int)rank,
+		        (unsigned)hello->incarnation, (unsigned)old->incarnation);
+		cm_session_fail(old, CM_E_STATE, "replaced by incarnation %u of rank %d",
+		                (unsigned)hello->incarnation, (int)rank);
+		unregister(old);
+	}
+
+	s->rank = rank;
+	s->incarnation = hello->incarnation;
+	s->state = CM_S_READY;
+	s->registered = true;
+	core->rank_sess[rank] = s;
+
+	const struct cm_sender *snd = &core->senders[rank];
+	struct cm_header ack = {.type = CM_T_HELLO_ACK,
+	                        .src = rank,
+	                        .dst = rank,
+	                        .clock = snd->has ? snd->highest + 1 : 0};
+	cm_core_emit_header(s, &ack);
+	cm_info("rank %d connected (incarnation %u)", (int)rank, (unsigned)hello->incarnation);
+}
+
+static void handle_msg(struct cm_session *s, struct cm_frame *f)
+{
+	struct cm_core *core = s->core;
+	struct cm_entry *e = f->entry;
+	f->entry = NULL;
+	struct cm_sender *snd = &core->senders[e->src];
+
+	if (snd->has && e->clock <= snd->highest) {
+		core->stats.msgs_duplicate++;
+		cm_entry_free(e);
+		return;
+	}
+	if (e->flags & CM_F_SYNC) {
+		cm_session_ref(s);
+		e->sync_sess = s;
+	}
+	struct cm_dest *d = &core->dests[e->dst];
+	if (!cm_dest_add_msg(core, d, e)) {
+		cm_session_fail(s, CM_E_LENGTH, "out of memory logging a message");
+		return;
+	}
+	/* Accepted only once logged: a message lost to a failure is re-sent. */
+	snd->highest = e->clock;
+	snd->has = true;
+	cm_dest_trim(core, d);
+}
+
+void cm_core_dispatch(struct cm_session *s, struct cm_frame *f)
+{
+	struct cm_core *core = s->core;
+	if (s->state == CM_S_CLOSING || s->state == CM_S_GONE) {
+		/* A frame parsed before the session was closed by someone else. */
+		cm_entry_free(f->entry);
+		f->entry = NULL;
+		return;
+	}
+	switch (f->h.type) {
+	case CM_T_HELLO:
+		handle_hello(s, f);
+		break;
+	case CM_T_MSG:
+		handle_msg(s, f);
+		break;
+	case CM_T_RECV_REQ: {
+		struct cm_dest *d = &core->dests[s->rank];
+		if (!cm_dest_post_recv(core, d, s, &f->h))
+			cm_session_fail(s, CM_E_LENGTH, "out of memory queueing a receive request");
+		else
+			cm_dest_trim(core, d);
+		break;
+	}
+	case CM_T_PROBE:
+		if (!cm_dest_probe(core, &core->dests[s->rank], s, &f->h))
+			cm_session_fail(s, CM_E_LENGTH, "out of memory queueing a probe");
+		break;
+	case CM_T_BYE: {
+		struct cm_header ack = {.type = CM_T_BYE_ACK, .src = s->rank, .dst = s->rank};
+		s->state = CM_S_BYE;
+		s->said_bye = true;
+		cm_core_emit_header(s, &ack);
+		cm_info("rank %d said BYE", (int)s->rank);
+		break;
+	}
+	default:
+		break; /* next_frame hands out no other type */
+	}
+}
+
+void cm_session_input(struct cm_session *s, size_t n)
+{
+	struct cm_frame f;
+	cm_session_received(s, n);
+	while (cm_session_next_frame(s, &f))
+		cm_core_dispatch(s, &f);
+}

@@ -1,0 +1,194 @@
+/* The channel-memory protocol core: every rule of the rank <-> CM protocol
+ * (authentication, message logs, matching, dedup, probes, BYE) with no I/O,
+ * no threads and no locks. An I/O engine (engine_mono.c, and the threaded
+ * engines of later issues) owns the sockets and drives the core through the
+ * calls below.
+ *
+ * Reading. The engine asks the core where the next bytes of a connection go
+ * (cm_session_read_iov: the session's staging buffer, or straight into the
+ * payload buffer of the log entry being received, so a large message is
+ * copied once, from the socket into the log), reads with readv, and reports
+ * how many bytes arrived (cm_session_input). The frame-assembly state
+ * survives any split of the byte stream.
+ *
+ * Writing. Frames for a connection go to that session's output queue: a
+ * header buffer plus a reference to payload bytes (a log entry's payload is
+ * shared, reference counted, never copied). The engine drains it with
+ * writev/sendmsg (cm_session_out_iov + cm_session_out_consumed), surviving
+ * partial writes. The core calls hooks.wake(session) when a queue becomes
+ * non-empty or a session must be closed, so the engine can arm a writer.
+ *
+ * ---------------------------------------------------------------------
+ * State domains (the contract the threaded engines rely on)
+ *
+ * The core's state falls in four domains. A threaded engine guards each with
+ * its own lock; the core never takes a lock itself.
+ *
+ *   SESSION(s)   input assembly + authentication state of one connection.
+ *                Touched only by calls that take s as the reading session:
+ *                cm_session_read_iov, cm_session_received,
+ *                cm_session_next_frame. One reader per session at a time.
+ *
+ *   OUTQ(s)      the output queue of session s. Appended while processing a
+ *                frame of ANY session (a MSG from rank A delivers to B's
+ *                queue; a RECV_REQ of B sends SYNC_ACK to A's queue); drained
+ *                by s's writer (cm_session_out_iov/out_consumed/out_pending).
+ *                Every append inside the core is bracketed by
+ *                hooks.out_lock(s)/hooks.out_unlock(s) (NULL = no locking, as
+ *                in mono), so the engine decides how it is protected.
+ *
+ *   DEST(d)      the log of destination rank d, its match index, its pending
+ *                receive requests and blocking probes. Touched by dispatching
+ *                MSG with dst = d, RECV_REQ/PROBE from rank d, and the close
+ *                of a session of rank d.
+ *
+ *   SENDER(r)    the highest clock accepted from rank r (dedup). Touched by
+ *                dispatching MSG with src = r (written) and HELLO of rank r
+ *                (read). cm_session_next_frame reads it without a lock to skip
+ *                obvious re-sends early; the value only grows, and
+ *                dispatch checks again, so a stale read is harmless.
+ *
+ *   GLOBAL       world size, the rank -> live session table, the delivered-
+ *                bytes budget. Touched by dispatching HELLO and by
+ *                cm_session_closed. world_size is written once (0 -> N, at
+ *                the first accepted HELLO) and read by header decoding.
+ *
+ * What each call needs (lock order when several: GLOBAL, SENDER, DEST,
+ * OUTQ):
+ *
+ *   cm_core_dispatch(s, f)   f.h.type HELLO:    GLOBAL + SENDER(rank) + DEST(rank)
+ *                                                (+ OUTQ of s and of a replaced session)
+ *                            MSG:               SENDER(src) + DEST(dst) (+ OUTQs)
+ *                            RECV_REQ, PROBE:   DEST(rank) (+ OUTQs)
+ *                            BYE:               OUTQ(s)
+ *                            cm_frame_domain() names the rank.
+ *   cm_session_closed(s)     GLOBAL + DEST(rank of s)
+ *   cm_session_next_frame(s) SESSION(s); on a bad frame also OUTQ(s) (ERROR)
+ *   cm_session_out_*(s)      OUTQ(s)
+ *
+ * Lifetimes. Sessions and payload buffers are reference counted with atomic
+ * counters. The engine holds one reference on each session it created and
+ * drops it with cm_session_release after cm_session_closed. A pending
+ * request or blocking probe points at its session; cm_session_closed removes
+ * them under DEST, so nobody finds a closed session through DEST afterwards.
+ * An undelivered synchronous MSG holds a reference to the session it came
+ * from (its SYNC_ACK goes there, or nowhere if that session is closed by
+ * then). A payload is freed when the log has dropped its entry and every
+ * DELIVER that carried it was written out.
+ * --------------------------------------------------------------------- */
+#ifndef CHANMEM_CORE_H
+#define CHANMEM_CORE_H
+
+#include "protocol.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+struct cm_core;
+struct cm_session;
+struct cm_entry;
+
+struct cm_core_hooks {
+	void *ctx;
+	/* s has output to write (its queue went from empty to non-empty) or must
+	 * be closed (cm_session_closing). Called with OUTQ(s) held. */
+	void (*wake)(void *ctx, struct cm_session *s);
+	/* Optional: bracket every append to s's output queue. */
+	void (*out_lock)(void *ctx, struct cm_session *s);
+	void (*out_unlock)(void *ctx, struct cm_session *s);
+};
+
+struct cm_core_config {
+	char secret[CM_SECRET_LEN]; /* job secret, exactly CM_SECRET_LEN bytes */
+	uint32_t max_payload;       /* --max-message */
+	/* Delivered entries are kept in memory for replay up to this many bytes
+	 * (payload + bookkeeping) over all destinations; past it the oldest
+	 * delivered entries of a destination are dropped. UINT64_MAX = keep all. */
+	uint64_t log_mem;
+	struct cm_core_hooks hooks;
+};
+
+/* Counters for --verbose reports and tests. Read them in the GLOBAL domain;
+ * they are approximate under threads. */
+struct cm_core_stats {
+	uint64_t sessions_opened;
+	uint64_t msgs_logged;
+	uint64_t msgs_duplicate;
+	uint64_t msgs_delivered;
+	uint64_t bytes_logged;
+	uint64_t log_entries_kept; /* entries still in logs (delivered or not) */
+	uint64_t log_bytes_delivered_kept;
+	uint64_t frames_refused; /* ERROR frames sent */
+};
+
+struct cm_core *cm_core_new(const struct cm_core_config *cfg);
+/* Frees everything. Every session must have been closed and released. */
+void cm_core_free(struct cm_core *core);
+void cm_core_stats(const struct cm_core *core, struct cm_core_stats *out);
+/* World size learned from the first accepted HELLO, 0 before. */
+uint32_t cm_core_world_size(const struct cm_core *core);
+
+/* ---- sessions (one per connection) ---- */
+
+/* A new unauthenticated session; engine_data is handed back by
+ * cm_session_engine_data. Holds one reference for the caller. NULL when out
+ * of memory. */
+struct cm_session *cm_session_new(struct cm_core *core, void *engine_data);
+void *cm_session_engine_data(const struct cm_session *s);
+/* The connection is gone (EOF, error, or the engine closes it after
+ * cm_session_closing): leaves the rank table, drops its pending requests and
+ * probes, releases queued output. Idempotent. */
+void cm_session_closed(struct cm_session *s);
+void cm_session_ref(struct cm_session *s);
+void cm_session_release(struct cm_session *s);
+
+/* The core wants this connection closed (an ERROR was queued, or a newer
+ * incarnation replaced it): the engine stops processing input, writes the
+ * remaining output, then closes. Input that still arrives is discarded. */
+int cm_session_closing(const struct cm_session *s);
+/* Authenticated rank, or -1. */
+int cm_session_rank(const struct cm_session *s);
+/* The connection said BYE and got BYE_ACK: a close now is not a failure. */
+int cm_session_said_bye(const struct cm_session *s);
+
+/* ---- input ---- */
+
+/* Where the next bytes go: fills up to 2 iovecs (read them in order with
+ * readv) and returns how many. Never 0 for a live session. */
+int cm_session_read_iov(struct cm_session *s, struct iovec iov[2]);
+/* n bytes were read into the iovecs of the last cm_session_read_iov. */
+void cm_session_received(struct cm_session *s, size_t n);
+
+/* One complete frame, ready for cm_core_dispatch. */
+struct cm_frame {
+	struct cm_header h;
+	struct cm_hello hello;   /* HELLO */
+	struct cm_entry *entry;  /* MSG: the filled log entry (owned by the frame until dispatch) */
+};
+
+/* Next complete frame of s: 1 (and *f filled), 0 when more bytes are needed
+ * or the session is closing. A malformed or refused frame queues ERROR,
+ * marks s closing and returns 0. */
+int cm_session_next_frame(struct cm_session *s, struct cm_frame *f);
+/* Processes a frame from cm_session_next_frame. */
+void cm_core_dispatch(struct cm_session *s, struct cm_frame *f);
+/* The rank whose DEST/SENDER domain dispatching f touches (see above): MSG
+ * -> dst (and SENDER(src)), RECV_REQ/PROBE/HELLO -> the rank, BYE -> -1. */
+int cm_frame_domain(const struct cm_frame *f);
+
+/* Convenience for single-threaded engines: received + next_frame/dispatch
+ * until no complete frame is left. */
+void cm_session_input(struct cm_session *s, size_t n);
+
+/* ---- output ---- */
+
+/* Fills up to max iovecs with the unwritten output, in order; returns the
+ * count (0 = nothing pending). */
+int cm_session_out_iov(struct cm_session *s, struct iovec *iov, int max);
+/* n bytes of that output were written. */
+void cm_session_out_consumed(struct cm_session *s, size_t n);
+/* Bytes queued and not yet written. */
+size_t cm_session_out_pending(const struct cm_session *s);
+
+#endif

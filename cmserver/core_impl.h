@@ -1,0 +1,199 @@
+/* Private structures of the protocol core, shared by core.c (dispatch and
+ * sessions), input.c (frame assembly), outq.c (output queues) and log.c
+ * (per-destination logs and matching). Engines use core.h only. */
+#ifndef CHANMEM_CORE_IMPL_H
+#define CHANMEM_CORE_IMPL_H
+
+#include "core.h"
+
+#include <stdbool.h>
+
+/* ---- reference-counted payload bytes ---- */
+
+struct cm_buf {
+	uint32_t refs; /* atomic */
+	uint32_t len;
+	uint8_t data[];
+};
+
+struct cm_buf *cm_buf_new(uint32_t len);
+void cm_buf_ref(struct cm_buf *b);
+void cm_buf_unref(struct cm_buf *b);
+
+/* ---- the log and its match index ---- */
+
+/* A message is indexed under four keys so that a receive request finds the
+ * earliest message it accepts with one lookup whatever its wildcards:
+ * (src, tag, ctx), (ANY, tag, ctx), (src, ANY, ctx), (ANY, ANY, ctx). */
+#define CM_IDX_EXACT 0
+#define CM_IDX_ANYSRC 1
+#define CM_IDX_ANYTAG 2
+#define CM_IDX_ANYBOTH 3
+#define CM_NIDX 4
+
+struct cm_bucket;
+
+struct cm_entry {
+	struct cm_entry *log_next; /* arrival order, delivered or not */
+	struct cm_entry *idx_prev[CM_NIDX], *idx_next[CM_NIDX];
+	struct cm_bucket *idx_bucket[CM_NIDX]; /* set while undelivered and indexed */
+	struct cm_buf *payload;                /* NULL for a zero-length message */
+	struct cm_session *sync_sess; /* CM_F_SYNC: where SYNC_ACK goes (holds a reference) */
+	uint64_t seq;                 /* position in the destination's log */
+	uint64_t clock;
+	uint64_t req_id; /* delivered: the request it answered */
+	int32_t src, dst, tag;
+	uint32_t ctx, len;
+	uint16_t flags;
+	bool delivered;
+};
+
+enum cm_wait_kind { CM_WAIT_RECV = 1, CM_WAIT_PROBE = 2 };
+
+/* A pending receive request or blocking probe. */
+struct cm_wait {
+	struct cm_wait *prev, *next;         /* in its bucket (requests or probes) */
+	struct cm_wait *all_prev, *all_next; /* every wait of the destination */
+	struct cm_bucket *bucket;
+	struct cm_session *sess;
+	uint64_t seq; /* post order */
+	uint64_t id;  /* request / probe id */
+	int32_t src, tag;
+	uint32_t ctx;
+	enum cm_wait_kind kind;
+};
+
+struct cm_bucket {
+	struct cm_bucket *hnext;
+	int32_t src, tag; /* either may be CM_ANY_* */
+	uint32_t ctx;
+	int slot; /* CM_IDX_* that the key's shape selects */
+	struct cm_entry *msg_head, *msg_tail;
+	struct cm_wait *req_head, *req_tail;
+	struct cm_wait *probe_head, *probe_tail;
+};
+
+struct cm_dest {
+	struct cm_entry *log_head, *log_tail;
+	uint64_t next_seq;
+	uint64_t undelivered;
+	struct cm_bucket **table;
+	size_t table_size; /* power of two */
+	size_t buckets;
+	struct cm_wait *waits_head, *waits_tail;
+	uint64_t next_wait_seq;
+	uint64_t nreqs, nprobes;
+};
+
+/* ---- output queue ---- */
+
+struct cm_out_item {
+	uint8_t head[CM_HEADER_SIZE + CM_PROBE_REPLY_PAYLOAD]; /* header + small payload */
+	uint32_t head_len;
+	uint32_t body_len;
+	const uint8_t *body;
+	struct cm_buf *ref; /* reference held on body's buffer, or NULL */
+};
+
+struct cm_outq {
+	struct cm_out_item *items; /* ring */
+	size_t cap;                /* power of two (or 0) */
+	size_t first, count;
+	size_t first_off; /* bytes of items[first] already written */
+	size_t pending;   /* unwritten bytes */
+};
+
+void cm_outq_init(struct cm_outq *q);
+void cm_outq_free(struct cm_outq *q);
+/* Appends; takes over the item's reference. Returns false when out of memory
+ * (the reference is released). */
+bool cm_outq_push(struct cm_outq *q, const struct cm_out_item *item);
+int cm_outq_iov(const struct cm_outq *q, struct iovec *iov, int max);
+void cm_outq_consumed(struct cm_outq *q, size_t n);
+
+/* ---- sessions ---- */
+
+enum cm_sess_state {
+	CM_S_NEW,     /* waiting for HELLO */
+	CM_S_READY,   /* authenticated */
+	CM_S_BYE,     /* BYE answered: nothing more is accepted */
+	CM_S_CLOSING, /* error sent or replaced: input discarded, output flushed, then close */
+	CM_S_GONE     /* cm_session_closed was called */
+};
+
+#define CM_STAGING_SIZE (64 * 1024)
+
+struct cm_session {
+	struct cm_core *core;
+	void *engine_data;
+	uint32_t refs; /* atomic */
+	enum cm_sess_state state;
+	int32_t rank; /* -1 until authenticated */
+	uint32_t incarnation;
+	bool registered; /* holds its rank's slot in the rank table */
+	bool said_bye;
+
+	/* Input: bytes land in the staging buffer, or straight in in_entry's
+	 * payload while a MSG's payload is outstanding. */
+	uint8_t *in;
+	size_t in_pos, in_end;
+	struct cm_entry *in_entry;
+	uint32_t in_got;
+	uint64_t in_skip; /* payload bytes of a dropped re-send still to discard */
+	size_t last_iov0; /* length of the first iovec handed out (payload part) */
+	bool last_iov_payload;
+
+	struct cm_outq out;
+};
+
+/* ---- the core ---- */
+
+struct cm_sender {
+	uint64_t highest; /* highest accepted clock, valid if has */
+	bool has;
+};
+
+struct cm_core {
+	struct cm_core_config cfg;
+	uint32_t world_size; /* atomic; 0 until the first HELLO is accepted */
+	struct cm_dest *dests;
+	struct cm_sender *senders;
+	struct cm_session **rank_sess; /* live session per rank */
+	uint64_t delivered_kept;       /* bytes of delivered entries still kept */
+	struct cm_core_stats stats;
+};
+
+/* core.c */
+void cm_core_emit(struct cm_session *to, const struct cm_out_item *item);
+void cm_core_emit_header(struct cm_session *to, const struct cm_header *h);
+/* Queues ERROR(code, text) on s and marks it closing. */
+void cm_session_fail(struct cm_session *s, enum cm_err code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+struct cm_entry *cm_entry_new(const struct cm_header *h);
+void cm_entry_free(struct cm_entry *e);
+
+/* log.c: everything here is DEST(d) domain. */
+bool cm_dest_init(struct cm_dest *d);
+void cm_dest_free(struct cm_dest *d);
+/* Appends e (already accepted by dedup) and matches it: a pending request
+ * takes it (DELIVER, and SYNC_ACK if asked), or it stays undelivered and
+ * answers the blocking probes it matches. Returns false when out of memory
+ * (e is then not logged and freed). */
+bool cm_dest_add_msg(struct cm_core *core, struct cm_dest *d, struct cm_entry *e);
+/* A RECV_REQ from s: delivered at once, or queued. false: out of memory. */
+bool cm_dest_post_recv(struct cm_core *core, struct cm_dest *d, struct cm_session *s,
+                       const struct cm_header *h);
+/* A PROBE from s: answered at once, or queued when blocking and no match. */
+bool cm_dest_probe(struct cm_core *core, struct cm_dest *d, struct cm_session *s,
+                   const struct cm_header *h);
+/* Drops every pending request and probe of s. */
+void cm_dest_drop_session(struct cm_dest *d, struct cm_session *s);
+/* Drops delivered entries from the head of d's log while over the budget. */
+void cm_dest_trim(struct cm_core *core, struct cm_dest *d);
+
+static inline uint32_t cm_atomic_load32(const uint32_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+#endif

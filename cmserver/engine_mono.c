@@ -1,0 +1,318 @@
+/* --mode mono: one libev loop multiplexes every connection; no threads, no
+ * locks. Reads go where the core says (cm_session_read_iov), output queues
+ * are drained with one sendmsg per batch, and an EV_WRITE watcher is armed
+ * only while a connection has output the kernel would not take. A client
+ * that stops reading only grows its own queue. */
+#include "config.h"
+
+#include "core.h"
+#include "engine.h"
+
+#include "log.h"
+#include "net.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <ev.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define WRITE_IOV 64         /* iovecs per sendmsg: up to 32 frames */
+#define READS_PER_EVENT 16   /* full-buffer reads before yielding to other sockets */
+#define CLOSE_LINGER 2.0     /* seconds a refused peer gets to read its ERROR */
+#define ACCEPT_PAUSE 0.1     /* seconds without accepting after EMFILE and the like */
+
+struct mono;
+
+struct conn {
+	struct mono *m;
+	struct cm_session *s;
+	int fd;
+	ev_io rw, ww;
+	ev_timer linger;
+	struct conn *prev, *next; /* every open connection */
+	struct conn *dirty_next;  /* connections with new output to flush */
+	bool dirty, closed, shut_wr;
+};
+
+struct mono {
+	struct ev_loop *loop;
+	struct cm_core *core;
+	int listen_fd;
+	ev_io accept_w;
+	ev_timer accept_pause;
+	ev_signal sigterm, sigint;
+	struct conn *conns;
+	struct conn *dirty;
+	unsigned nconns;
+};
+
+static void conn_free(struct conn *c)
+{
+	cm_session_release(c->s);
+	free(c);
+}
+
+static void conn_close(struct conn *c, const char *why)
+{
+	struct mono *m = c->m;
+	if (c->closed)
+		return;
+	int rank = cm_session_rank(c->s);
+	if (rank >= 0 && !cm_session_said_bye(c->s) && !cm_session_closing(c->s))
+		cm_info("rank %d: connection lost without BYE (%s)", rank, why);
+	else
+		cm_debug("connection fd %d closed (%s)", c->fd, why);
+	c->closed = true;
+	ev_io_stop(m->loop, &c->rw);
+	ev_io_stop(m->loop, &c->ww);
+	ev_timer_stop(m->loop, &c->linger);
+	close(c->fd);
+	cm_session_closed(c->s);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		m->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	m->nconns--;
+	if (!c->dirty) /* else flush_dirty frees it */
+		conn_free(c);
+}
+
+/* A refused or replaced connection: its remaining output (ending in ERROR)
+ * goes out, then we stop sending, and close once the peer closes or the
+ * linger time is over. Closing right away with unread input would make the
+ * kernel send RST, and the peer could lose the ERROR frame. */
+static void closing_progress(struct conn *c)
+{
+	struct mono *m = c->m;
+	if (!ev_is_active(&c->linger))
+		ev_timer_start(m->loop, &c->linger);
+	if (!c->shut_wr && cm_session_out_pending(c->s) == 0) {
+		shutdown(c->fd, SHUT_WR);
+		c->shut_wr = true;
+	}
+}
+
+static void conn_flush(struct conn *c)
+{
+	struct mono *m = c->m;
+	for (;;) {
+		struct iovec iov[WRITE_IOV];
+		int n = cm_session_out_iov(c->s, iov, WRITE_IOV);
+		if (n == 0)
+			break;
+		size_t want = 0;
+		for (int i = 0; i < n; i++)
+			want += iov[i].iov_len;
+		struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+		ssize_t w = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				ev_io_start(m->loop, &c->ww);
+				return;
+			}
+			conn_close(c, strerror(errno));
+			return;
+		}
+		cm_session_out_consumed(c->s, (size_t)w);
+		if ((size_t)w < want) {
+			/* The kernel took what it could: wait until it drains. */
+			ev_io_start(m->loop, &c->ww);
+			return;
+		}
+	}
+	ev_io_stop(m->loop, &c->ww);
+	if (cm_session_closing(c->s))
+		closing_progress(c);
+}
+
+static void flush_dirty(struct mono *m)
+{
+	while (m->dirty) {
+		struct conn *c = m->dirty;
+		m->dirty = c->dirty_next;
+		c->dirty = false;
+		if (c->closed)
+			conn_free(c);
+		else
+			conn_flush(c);
+	}
+}
+
+/* Core hook: s has new output or must close. */
+static void on_wake(void *ctx, struct cm_session *s)
+{
+	struct mono *m = ctx;
+	struct conn *c = cm_session_engine_data(s);
+	if (c->dirty || c->closed)
+		return;
+	c->dirty = true;
+	c->dirty_next = m->dirty;
+	m->dirty = c;
+}
+
+static void on_readable(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct conn *c = w->data;
+	struct mono *m = c->m;
+	for (int i = 0; i < READS_PER_EVENT; i++) {
+		struct iovec iov[2];
+		int n = cm_session_read_iov(c->s, iov);
+		size_t want = iov[0].iov_len + (n > 1 ? iov[1].iov_len : 0);
+		ssize_t r = readv(c->fd, iov, n);
+		if (r > 0) {
+			cm_session_input(c->s, (size_t)r);
+			if ((size_t)r < want)
+				break; /* drained the socket for now */
+			continue;
+		}
+		if (r == 0) {
+			conn_close(c, "peer closed");
+			break;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			conn_close(c, strerror(errno));
+		break;
+	}
+	flush_dirty(m);
+}
+
+static void on_writable(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct conn *c = w->data;
+	struct mono *m = c->m;
+	conn_flush(c); /* may free c */
+	flush_dirty(m);
+}
+
+static void on_linger(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct conn *c = w->data;
+	struct mono *m = c->m;
+	conn_close(c, "closed after refusal"); /* may free c */
+	flush_dirty(m);
+}
+
+static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct mono *m = w->data;
+	for (int i = 0; i < 64; i++) {
+		int fd = accept4(m->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return;
+			/* EMFILE, ENFILE, ENOBUFS, ENOMEM: the backlog keeps them;
+			 * retry a little later rather than spinning. */
+			cm_err("accept: %s (%u connections open); pausing", strerror(errno),
+			       m->nconns);
+			ev_io_stop(loop, &m->accept_w);
+			ev_timer_start(loop, &m->accept_pause);
+			return;
+		}
+		cm_set_nodelay(fd);
+		struct conn *c = calloc(1, sizeof *c);
+		struct cm_session *s = c ? cm_session_new(m->core, c) : NULL;
+		if (s == NULL) {
+			cm_err("out of memory for a new connection; refusing it");
+			free(c);
+			close(fd);
+			continue;
+		}
+		c->m = m;
+		c->s = s;
+		c->fd = fd;
+		ev_io_init(&c->rw, on_readable, fd, EV_READ);
+		ev_io_init(&c->ww, on_writable, fd, EV_WRITE);
+		ev_timer_init(&c->linger, on_linger, CLOSE_LINGER, 0.);
+		c->rw.data = c->ww.data = c->linger.data = c;
+		c->next = m->conns;
+		if (m->conns)
+			m->conns->prev = c;
+		m->conns = c;
+		m->nconns++;
+		ev_io_start(loop, &c->rw);
+		cm_debug("connection fd %d accepted (%u open)", fd, m->nconns);
+	}
+}
+
+static void on_accept_pause(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct mono *m = w->data;
+	ev_io_start(loop, &m->accept_w);
+}
+
+static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	cm_info("signal %d: shutting down", w->signum);
+	ev_break(loop, EVBREAK_ALL);
+}
+
+int cm_engine_mono(const struct cm_server_opts *opts, int listen_fd)
+{
+	struct mono m = {.listen_fd = listen_fd};
+	struct cm_core_config cfg = {.max_payload = opts->max_message,
+	                             .log_mem = opts->log_mem,
+	                             .hooks = {.ctx = &m, .wake = on_wake}};
+	memcpy(cfg.secret, opts->secret, CM_SECRET_LEN);
+
+	m.loop = ev_default_loop(EVFLAG_AUTO);
+	if (m.loop == NULL) {
+		cm_err("cannot start the event loop (libev)");
+		return 1;
+	}
+	m.core = cm_core_new(&cfg);
+	if (m.core == NULL) {
+		cm_err("out of memory");
+		return 1;
+	}
+	if (cm_set_nonblock(listen_fd, 1) < 0) {
+		cm_err("listening socket: %s", strerror(errno));
+		cm_core_free(m.core);
+		return 1;
+	}
+	ev_io_init(&m.accept_w, on_accept, listen_fd, EV_READ);
+	ev_timer_init(&m.accept_pause, on_accept_pause, ACCEPT_PAUSE, 0.);
+	ev_signal_init(&m.sigterm, on_signal, SIGTERM);
+	ev_signal_init(&m.sigint, on_signal, SIGINT);
+	m.accept_w.data = m.accept_pause.data = &m;
+	ev_io_start(m.loop, &m.accept_w);
+	ev_signal_start(m.loop, &m.sigterm);
+	ev_signal_start(m.loop, &m.sigint);
+	/* main blocked them until now: a pending one is delivered here. */
+	sigset_t stop;
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGINT);
+	sigprocmask(SIG_UNBLOCK, &stop, NULL);
+
+	ev_run(m.loop, 0);
+
+	struct cm_core_stats st;
+	cm_core_stats(m.core, &st);
+	cm_info("%llu messages logged (%llu bytes), %llu delivered, %llu re-sends dropped, "
+	        "%llu frames refused",
+	        (unsigned long long)st.msgs_logged, (unsigned long long)st.bytes_logged,
+	        (unsigned long long)st.msgs_delivered, (unsigned long long)st.msgs_duplicate,
+	        (unsigned long long)st.frames_refused);
+	while (m.conns)
+		conn_close(m.conns, "server shutting down");
+	flush_dirty(&m);
+	ev_io_stop(m.loop, &m.accept_w);
+	ev_timer_stop(m.loop, &m.accept_pause);
+	ev_signal_stop(m.loop, &m.sigterm);
+	ev_signal_stop(m.loop, &m.sigint);
+	close(listen_fd);
+	cm_core_free(m.core);
+	return 0;
+}

@@ -1,0 +1,262 @@
+/* Frame assembly (SESSION domain, see core.h): turns the byte stream of one
+ * connection into complete, validated frames, whatever the read sizes.
+ *
+ * Bytes land in a 64 KiB staging buffer, so one read takes many small frames
+ * at once. When a MSG header is parsed its log entry is allocated right away;
+ * the payload bytes already staged are copied into it, and the rest is read
+ * straight into the entry (first iovec), with the staging buffer as the
+ * second iovec for the frames that follow. A large message is thus copied
+ * once from the socket into the log. After every parse the staging buffer
+ * holds at most one partial header (or HELLO), moved to its start. */
+#include "config.h"
+
+#include "core_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define HELLO_FRAME (CM_HEADER_SIZE + CM_HELLO_PAYLOAD)
+
+static void compact(struct cm_session *s)
+{
+	if (s->in_pos == s->in_end) {
+		s->in_pos = s->in_end = 0;
+	} else if (s->in_pos > 0) {
+		memmove(s->in, s->in + s->in_pos, s->in_end - s->in_pos);
+		s->in_end -= s->in_pos;
+		s->in_pos = 0;
+	}
+}
+
+static bool discarding(const struct cm_session *s)
+{
+	return s->state == CM_S_CLOSING || s->state == CM_S_GONE;
+}
+
+static void drop_input(struct cm_session *s)
+{
+	cm_entry_free(s->in_entry);
+	s->in_entry = NULL;
+	s->in_skip = 0;
+	s->in_pos = s->in_end = 0;
+}
+
+int cm_session_read_iov(struct cm_session *s, struct iovec iov[2])
+{
+	int n = 0;
+	if (discarding(s))
+		drop_input(s);
+	if (s->in_pos > 0)
+		compact(s);
+	s->last_iov_payload = false;
+	if (s->in_entry && s->in_got < s->in_entry->len) {
+		iov[0].iov_base = s->in_entry->payload->data + s->in_got;
+		iov[0].iov_len = s->in_entry->len - s->in_got;
+		s->last_iov_payload = true;
+		n = 1;
+	}
+	if (s->in_end < CM_STAGING_SIZE) {
+		iov[n].iov_base = s->in + s->in_end;
+		iov[n].iov_len = CM_STAGING_SIZE - s->in_end;
+		n++;
+	}
+	return n;
+}
+
+void cm_session_received(struct cm_session *s, size_t n)
+{
+	if (s->last_iov_payload && s->in_entry) {
+		size_t room = s->in_entry->len - s->in_got;
+		size_t k = n < room ? n : room;
+		s->in_got += (uint32_t)k;
+		n -= k;
+	}
+	s->last_iov_payload = false;
+	s->in_end += n;
+	if (s->in_end > CM_STAGING_SIZE)
+		s->in_end = CM_STAGING_SIZE; /* engine reported more than it was given */
+}
+
+/* Header-level refusals that depend on the session's state. */
+static bool acceptable(struct cm_session *s, const struct cm_header *h)
+{
+	const char *name = cm_type_str(h->type);
+	if (s->state == CM_S_NEW) {
+		if (h->type == CM_T_HELLO)
+			return true;
+		cm_session_fail(s, CM_E_AUTH, "%s before HELLO: not authenticated", name);
+		return false;
+	}
+	if (s->state == CM_S_BYE) {
+		cm_session_fail(s, CM_E_STATE, "%s after BYE", name);
+		return false;
+	}
+	switch (h->type) {
+	case CM_T_HELLO:
+		cm_session_fail(s, CM_E_STATE, "second HELLO on this connection");
+		return false;
+	case CM_T_MSG:
+		if (h->src != s->rank) {
+			cm_session_fail(s, CM_E_RANK, "MSG src %d is not this connection's rank %d",
+			                (int)h->src, (int)s->rank);
+			return false;
+		}
+		return true;
+	case CM_T_RECV_REQ:
+	case CM_T_PROBE:
+		if (h->dst != s->rank) {
+			cm_session_fail(s, CM_E_RANK, "%s dst %d is not this connection's rank %d",
+			                name, (int)h->dst, (int)s->rank);
+			return false;
+		}
+		return true;
+	case CM_T_BYE:
+		if (h->src != s->rank || h->dst != s->rank) {
+			cm_session_fail(s, CM_E_RANK, "BYE src %d / dst %d must be this connection's rank %d",
+			                (int)h->src, (int)h->dst, (int)s->rank);
+			return false;
+		}
+		return true;
+	default:
+		cm_session_fail(s, CM_E_TYPE, "%s frames are not accepted by a channel memory", name);
+		return false;
+	}
+}
+
+/* ERROR text for a header cm_header_decode refused. */
+static void refuse_header(struct cm_session *s, enum cm_err err, const struct cm_header *h,
+                          const struct cm_limits *lim)
+{
+	const char *name = cm_type_str(h->type);
+	switch (err) {
+	case CM_E_VERSION:
+		cm_session_fail(s, err, "protocol version %u, this server speaks %d",
+		                (unsigned)h->version, CM_PROTO_VERSION);
+		break;
+	case CM_E_TYPE:
+		cm_session_fail(s, err, "unknown frame type %u", (unsigned)h->type);
+		break;
+	case CM_E_LENGTH:
+		cm_session_fail(s, err, "%s payload length %u refused (maximum %u)", name,
+		                (unsigned)h->len, (unsigned)lim->max_payload);
+		break;
+	case CM_E_RANK:
+		cm_session_fail(s, err, "%s src %d / dst %d out of range (world size %u)", name,
+		                (int)h->src, (int)h->dst, (unsigned)lim->world_size);
+		break;
+	case CM_E_TAG:
+		cm_session_fail(s, err, "%s tag %d", name, (int)h->tag);
+		break;
+	case CM_E_FLAGS:
+		cm_session_fail(s, err, "%s flags 0x%x not defined for the type", name,
+		                (unsigned)h->flags);
+		break;
+	default:
+		cm_session_fail(s, err, "%s: %s", name, cm_err_str(err));
+		break;
+	}
+}
+
+int cm_session_next_frame(struct cm_session *s, struct cm_frame *f)
+{
+	for (;;) {
+		if (discarding(s)) {
+			drop_input(s);
+			return 0;
+		}
+		if (s->in_entry) {
+			if (s->in_got < s->in_entry->len) {
+				compact(s);
+				return 0;
+			}
+			f->h.version = CM_PROTO_VERSION;
+			f->h.type = CM_T_MSG;
+			f->h.flags = s->in_entry->flags;
+			f->h.src = s->in_entry->src;
+			f->h.dst = s->in_entry->dst;
+			f->h.tag = s->in_entry->tag;
+			f->h.ctx = s->in_entry->ctx;
+			f->h.len = s->in_entry->len;
+			f->h.clock = s->in_entry->clock;
+			f->entry = s->in_entry;
+			s->in_entry = NULL;
+			return 1;
+		}
+		if (s->in_skip) {
+			size_t avail = s->in_end - s->in_pos;
+			size_t k = s->in_skip < avail ? (size_t)s->in_skip : avail;
+			s->in_pos += k;
+			s->in_skip -= k;
+			if (s->in_skip) {
+				compact(s);
+				return 0;
+			}
+		}
+
+		size_t avail = s->in_end - s->in_pos;
+		if (avail < CM_HEADER_SIZE) {
+			compact(s);
+			return 0;
+		}
+		const uint8_t *p = s->in + s->in_pos;
+		struct cm_limits lim = {.world_size = cm_core_world_size(s->core),
+		                        .max_payload = s->core->cfg.max_payload};
+		struct cm_header h;
+		enum cm_err err = cm_header_decode(p, avail, &lim, &h);
+		if (err != CM_OK) {
+			refuse_header(s, err, &h, &lim);
+			return 0;
+		}
+		if (!acceptable(s, &h))
+			return 0;
+
+		switch (h.type) {
+		case CM_T_HELLO:
+			if (avail < HELLO_FRAME) {
+				compact(s);
+				return 0;
+			}
+			err = cm_hello_decode(p + CM_HEADER_SIZE, CM_HELLO_PAYLOAD, &f->hello);
+			if (err != CM_OK) {
+				cm_session_fail(s, err, "bad HELLO payload: %s", cm_err_str(err));
+				return 0;
+			}
+			s->in_pos += HELLO_FRAME;
+			f->h = h;
+			f->entry = NULL;
+			return 1;
+
+		case CM_T_MSG: {
+			s->in_pos += CM_HEADER_SIZE;
+			/* Unlocked peek at SENDER(src): a re-send is skipped without
+			 * allocating; dispatch checks again for real. */
+			const struct cm_sender *snd = &s->core->senders[h.src];
+			if (snd->has && h.clock <= snd->highest) {
+				s->core->stats.msgs_duplicate++;
+				s->in_skip = h.len;
+				continue;
+			}
+			struct cm_entry *e = cm_entry_new(&h);
+			if (e == NULL) {
+				cm_session_fail(s, CM_E_LENGTH, "no memory for a %u-byte message",
+				                (unsigned)h.len);
+				return 0;
+			}
+			size_t staged = s->in_end - s->in_pos;
+			size_t k = staged < h.len ? staged : h.len;
+			if (k)
+				memcpy(e->payload->data, s->in + s->in_pos, k);
+			s->in_pos += k;
+			s->in_got = (uint32_t)k;
+			s->in_entry = e;
+			continue; /* complete now, or waits for the rest */
+		}
+
+		default: /* RECV_REQ, PROBE, BYE: header only */
+			s->in_pos += CM_HEADER_SIZE;
+			f->h = h;
+			f->entry = NULL;
+			return 1;
+		}
+	}
+}

@@ -1,0 +1,249 @@
+/* cmserver: a channel memory. Parses and validates the command line, reads
+ * the job secret, opens the listening socket, tells whoever started it where
+ * it listens, and hands over to the I/O engine --mode selects. */
+#include "config.h"
+
+#include "engine.h"
+
+#include "jobenv.h"
+#include "log.h"
+#include "net.h"
+#include "units.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define EXIT_USAGE 2
+#define DEFAULT_LOG_MEM (1024ull * 1024 * 1024)
+/* A HELLO carries 48 bytes: a smaller ceiling would lock every rank out. */
+#define MIN_MAX_MESSAGE CM_HELLO_PAYLOAD
+
+const struct cm_engine cm_engines[] = {
+	{"mono", cm_engine_mono, "one libev event loop serves every connection (no threads)"},
+	{"thread-per-client", NULL, "one thread per connection, blocking reads (not built yet)"},
+	{"multiplexer", NULL, "N event loops, connections spread over them (not built yet)"},
+	{"specialized", NULL, "acceptor, receiver and sender threads (not built yet)"},
+	{NULL, NULL, NULL},
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+	        "Usage: cmserver [OPTION]...\n"
+	        "A chanmem channel memory: logs every message sent to the ranks it is home\n"
+	        "for, matches their receive requests, and delivers.\n"
+	        "\n"
+	        "Options:\n"
+	        "  --mode MODE          I/O engine (default mono), one of:\n");
+	for (const struct cm_engine *e = cm_engines; e->name; e++)
+		fprintf(out, "                         %-18s %s\n", e->name, e->summary);
+	fprintf(out,
+	        "  --listen ADDR:PORT   address to listen on (default 127.0.0.1:0; port 0 picks\n"
+	        "                       a free port). Prints 'cmserver: listening on HOST:PORT'.\n"
+	        "  --ready-fd N         once listening, write \"HOST:PORT\\n\" to fd N and close it\n"
+	        "  --max-message BYTES  largest message payload accepted (default 1GiB; units\n"
+	        "                       K, M, G, KiB, MiB, GiB; at least %d)\n"
+	        "  --log-mem BYTES      memory kept for delivered messages, the replay log\n"
+	        "                       (default 1GiB); past it the oldest delivered entries are\n"
+	        "                       dropped\n"
+	        "  --secret-file FILE   read the 32-character job secret from the first line of\n"
+	        "                       FILE; the environment variable %s takes precedence\n"
+	        "  -v, --verbose        report connections and errors; twice for debug output\n"
+	        "  -h, --help           show this help and exit\n"
+	        "\n"
+	        "The job secret comes from %s, else from --secret-file; without\n"
+	        "either cmserver refuses to start. SIGTERM or SIGINT stop it cleanly (exit 0).\n"
+	        "Exit status: 0 after a clean stop, 1 on a runtime failure, 2 on a usage error.\n",
+	        MIN_MAX_MESSAGE, CM_ENV_SECRET, CM_ENV_SECRET);
+}
+
+static void __attribute__((noreturn)) bad_usage(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+
+static void bad_usage(const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	cm_err("%s", line);
+	fprintf(stderr, "Try 'cmserver --help' for more information.\n");
+	exit(EXIT_USAGE);
+}
+
+/* A secret is exactly CM_SECRET_LEN printable, non-blank characters. */
+static const char *secret_problem(const char *text, size_t len)
+{
+	if (len != CM_SECRET_LEN)
+		return "must be exactly 32 characters";
+	for (size_t i = 0; i < len; i++)
+		if (text[i] <= ' ' || text[i] > '~')
+			return "must be printable characters without blanks";
+	return NULL;
+}
+
+static void read_secret(const char *file, char out[CM_SECRET_LEN])
+{
+	const char *env = getenv(CM_ENV_SECRET);
+	if (env && *env) {
+		const char *why = secret_problem(env, strlen(env));
+		if (why)
+			bad_usage("%s %s (it has %zu)", CM_ENV_SECRET, why, strlen(env));
+		memcpy(out, env, CM_SECRET_LEN);
+		return;
+	}
+	if (file == NULL)
+		bad_usage("no job secret: set %s or give --secret-file", CM_ENV_SECRET);
+
+	FILE *f = fopen(file, "r");
+	if (f == NULL)
+		bad_usage("--secret-file %s: %s", file, strerror(errno));
+	char line[256];
+	if (fgets(line, sizeof line, f) == NULL) {
+		fclose(f);
+		bad_usage("--secret-file %s: empty or unreadable", file);
+	}
+	fclose(f);
+	size_t len = strcspn(line, "\r\n");
+	line[len] = '\0';
+	const char *why = secret_problem(line, len);
+	if (why)
+		bad_usage("--secret-file %s: the first line %s (it has %zu)", file, why, len);
+	memcpy(out, line, CM_SECRET_LEN);
+}
+
+static uint64_t parse_size_opt(const char *opt, const char *text, uint64_t min, uint64_t max)
+{
+	uint64_t v;
+	if (cm_parse_size(text, &v) < 0)
+		bad_usage("%s '%s': not a size (examples: 65536, 64K, 4MiB, 1G)", opt, text);
+	if (v < min || v > max)
+		bad_usage("%s '%s': must be between %llu and %llu bytes", opt, text,
+		          (unsigned long long)min, (unsigned long long)max);
+	return v;
+}
+
+int main(int argc, char **argv)
+{
+	enum { OPT_MODE = 256, OPT_LISTEN, OPT_READY_FD, OPT_MAX_MESSAGE, OPT_LOG_MEM, OPT_SECRET };
+	static const struct option longopts[] = {
+		{"mode", required_argument, NULL, OPT_MODE},
+		{"listen", required_argument, NULL, OPT_LISTEN},
+		{"ready-fd", required_argument, NULL, OPT_READY_FD},
+		{"max-message", required_argument, NULL, OPT_MAX_MESSAGE},
+		{"log-mem", required_argument, NULL, OPT_LOG_MEM},
+		{"secret-file", required_argument, NULL, OPT_SECRET},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *mode = "mono", *listen_text = "127.0.0.1:0", *secret_file = NULL;
+	long ready_fd = -1;
+	int verbosity = 0;
+	struct cm_server_opts opts = {.max_message = CM_DEFAULT_MAX_PAYLOAD,
+	                              .log_mem = DEFAULT_LOG_MEM};
+
+	cm_log_init("cmserver", 0);
+	opterr = 0;
+	int c;
+	while ((c = getopt_long(argc, argv, ":hv", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_MODE:
+			mode = optarg;
+			break;
+		case OPT_LISTEN:
+			listen_text = optarg;
+			break;
+		case OPT_READY_FD:
+			if (cm_parse_long(optarg, 0, INT_MAX, &ready_fd) < 0)
+				bad_usage("--ready-fd '%s': not a file descriptor number", optarg);
+			break;
+		case OPT_MAX_MESSAGE:
+			opts.max_message = (uint32_t)parse_size_opt("--max-message", optarg,
+			                                            MIN_MAX_MESSAGE, UINT32_MAX);
+			break;
+		case OPT_LOG_MEM:
+			opts.log_mem = parse_size_opt("--log-mem", optarg, 0, UINT64_MAX);
+			break;
+		case OPT_SECRET:
+			secret_file = optarg;
+			break;
+		case 'v':
+			verbosity++;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case ':':
+			bad_usage("option '%s' needs a value", argv[optind - 1]);
+		default:
+			bad_usage("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		bad_usage("unexpected argument '%s'", argv[optind]);
+	cm_log_init("cmserver", verbosity);
+
+	const struct cm_engine *engine = NULL;
+	for (const struct cm_engine *e = cm_engines; e->name; e++)
+		if (strcmp(e->name, mode) == 0)
+			engine = e;
+	if (engine == NULL)
+		bad_usage("unknown mode '%s' (modes: mono, thread-per-client, multiplexer, "
+		          "specialized)",
+		          mode);
+	if (engine->run == NULL)
+		bad_usage("mode %s is not built yet", mode);
+	opts.mode = engine->name;
+
+	struct sockaddr_in addr;
+	if (cm_parse_hostport(listen_text, 0, &addr) < 0)
+		bad_usage("--listen '%s': expected ADDR:PORT (IPv4 address or localhost, port "
+		          "0-65535)",
+		          listen_text);
+	if (ready_fd >= 0 && fcntl((int)ready_fd, F_GETFD) < 0)
+		bad_usage("--ready-fd %ld: not an open file descriptor", ready_fd);
+	read_secret(secret_file, opts.secret);
+
+	/* Held back until the engine's ev_signal watchers take over, so a
+	 * SIGTERM right after the ready line still means a clean exit. */
+	sigset_t stop;
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGINT);
+	sigprocmask(SIG_BLOCK, &stop, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	struct sockaddr_in bound;
+	int lfd = cm_tcp_listen(&addr, &bound);
+	if (lfd < 0) {
+		cm_err("cannot listen on %s: %s", listen_text, strerror(errno));
+		return 1;
+	}
+	char where[64];
+	cm_format_addr(&bound, where, sizeof where);
+	printf("cmserver: listening on %s\n", where);
+	fflush(stdout);
+	cm_info("mode %s, max message %u bytes, log memory %llu bytes", opts.mode,
+	        (unsigned)opts.max_message, (unsigned long long)opts.log_mem);
+	if (ready_fd >= 0) {
+		char line[80];
+		int n = snprintf(line, sizeof line, "%s\n", where);
+		if (cm_write_full((int)ready_fd, line, (size_t)n) < 0) {
+			cm_err("--ready-fd %ld: %s", ready_fd, strerror(errno));
+			close(lfd);
+			return 1;
+		}
+		close((int)ready_fd);
+	}
+	return engine->run(&opts, lfd);
+}

@@ -1,0 +1,445 @@
+/* Per-destination message logs and MPI matching (DEST domain, see core.h).
+ *
+ * The log of a destination holds every accepted message in arrival order,
+ * delivered or not (the fault-tolerance work replays it). Undelivered
+ * messages are also indexed in a hash table under four keys -- (src,tag,ctx),
+ * (ANY,tag,ctx), (src,ANY,ctx), (ANY,ANY,ctx) -- each key with a FIFO list
+ * in arrival order. Pending requests and blocking probes are filed under
+ * their own key (wildcards included) in post order. So:
+ *  - a new request finds the earliest message it accepts at the head of one
+ *    list (one lookup, whatever its wildcards);
+ *  - a new message finds the earliest request that accepts it among the heads
+ *    of four lists (the four keys it matches).
+ * Everything is O(1) per operation: no scan of the log, whatever its length
+ * and whatever the posting order. */
+#include "config.h"
+
+#include "core_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define KEEP_EMPTY_BUCKETS 1024 /* below this many keys, empty buckets are kept for reuse */
+
+static int slot_of(int32_t src, int32_t tag)
+{
+	return (src == CM_ANY_SOURCE ? 1 : 0) | (tag == CM_ANY_TAG ? 2 : 0);
+}
+
+static size_t hash_key(int32_t src, int32_t tag, uint32_t ctx)
+{
+	uint64_t x = (uint64_t)(uint32_t)src * 0x9E3779B97F4A7C15ull;
+	x ^= (uint64_t)(uint32_t)tag * 0xC2B2AE3D27D4EB4Full;
+	x ^= (uint64_t)ctx * 0x165667B19E3779F9ull;
+	x ^= x >> 29;
+	x *= 0xBF58476D1CE4E5B9ull;
+	x ^= x >> 32;
+	return (size_t)x;
+}
+
+bool cm_dest_init(struct cm_dest *d)
+{
+	memset(d, 0, sizeof *d);
+	d->table_size = 64;
+	d->table = calloc(d->table_size, sizeof *d->table);
+	return d->table != NULL;
+}
+
+void cm_dest_free(struct cm_dest *d)
+{
+	struct cm_entry *e = d->log_head;
+	while (e) {
+		struct cm_entry *next = e->log_next;
+		cm_entry_free(e);
+		e = next;
+	}
+	struct cm_wait *w = d->waits_head;
+	while (w) {
+		struct cm_wait *next = w->all_next;
+		free(w);
+		w = next;
+	}
+	for (size_t i = 0; i < d->table_size; i++) {
+		struct cm_bucket *b = d->table ? d->table[i] : NULL;
+		while (b) {
+			struct cm_bucket *next = b->hnext;
+			free(b);
+			b = next;
+		}
+	}
+	free(d->table);
+	memset(d, 0, sizeof *d);
+}
+
+static struct cm_bucket *bucket_find(const struct cm_dest *d, int32_t src, int32_t tag,
+                                     uint32_t ctx)
+{
+	struct cm_bucket *b = d->table[hash_key(src, tag, ctx) & (d->table_size - 1)];
+	while (b && (b->src != src || b->tag != tag || b->ctx != ctx))
+		b = b->hnext;
+	return b;
+}
+
+static void table_grow(struct cm_dest *d)
+{
+	size_t nsize = d->table_size * 2;
+	struct cm_bucket **nt = calloc(nsize, sizeof *nt);
+	if (nt == NULL)
+		return; /* keep the longer chains; still correct */
+	for (size_t i = 0; i < d->table_size; i++) {
+		struct cm_bucket *b = d->table[i];
+		while (b) {
+			struct cm_bucket *next = b->hnext;
+			size_t h = hash_key(b->src, b->tag, b->ctx) & (nsize - 1);
+			b->hnext = nt[h];
+			nt[h] = b;
+			b = next;
+		}
+	}
+	free(d->table);
+	d->table = nt;
+	d->table_size = nsize;
+}
+
+static struct cm_bucket *bucket_get(struct cm_dest *d, int32_t src, int32_t tag, uint32_t ctx)
+{
+	struct cm_bucket *b = bucket_find(d, src, tag, ctx);
+	if (b)
+		return b;
+	b = calloc(1, sizeof *b);
+	if (b == NULL)
+		return NULL;
+	b->src = src;
+	b->tag = tag;
+	b->ctx = ctx;
+	b->slot = slot_of(src, tag);
+	size_t h = hash_key(src, tag, ctx) & (d->table_size - 1);
+	b->hnext = d->table[h];
+	d->table[h] = b;
+	if (++d->buckets > d->table_size)
+		table_grow(d);
+	return b;
+}
+
+/* Frees b once nothing is filed under it, unless there are few keys (then
+ * it is kept: a ping-pong would otherwise allocate and free four buckets per
+ * message). */
+static void bucket_release(struct cm_dest *d, struct cm_bucket *b)
+{
+	if (b->msg_head || b->req_head || b->probe_head || d->buckets <= KEEP_EMPTY_BUCKETS)
+		return;
+	struct cm_bucket **pp = &d->table[hash_key(b->src, b->tag, b->ctx) & (d->table_size - 1)];
+	while (*pp != b)
+		pp = &(*pp)->hnext;
+	*pp = b->hnext;
+	d->buckets--;
+	free(b);
+}
+
+/* ---- message index ---- */
+
+static bool index_msg(struct cm_dest *d, struct cm_entry *e)
+{
+	struct cm_bucket *bk[CM_NIDX];
+	for (int k = 0; k < CM_NIDX; k++) {
+		bk[k] = bucket_get(d, (k & 1) ? CM_ANY_SOURCE : e->src, (k & 2) ? CM_ANY_TAG : e->tag,
+		                   e->ctx);
+		if (bk[k] == NULL) {
+			for (int j = 0; j < k; j++)
+				bucket_release(d, bk[j]);
+			return false;
+		}
+	}
+	for (int k = 0; k < CM_NIDX; k++) {
+		struct cm_bucket *b = bk[k];
+		e->idx_bucket[k] = b;
+		e->idx_next[k] = NULL;
+		e->idx_prev[k] = b->msg_tail;
+		if (b->msg_tail)
+			b->msg_tail->idx_next[k] = e;
+		else
+			b->msg_head = e;
+		b->msg_tail = e;
+	}
+	d->undelivered++;
+	return true;
+}
+
+static void unindex_msg(struct cm_dest *d, struct cm_entry *e)
+{
+	for (int k = 0; k < CM_NIDX; k++) {
+		struct cm_bucket *b = e->idx_bucket[k];
+		if (b == NULL)
+			continue;
+		if (e->idx_prev[k])
+			e->idx_prev[k]->idx_next[k] = e->idx_next[k];
+		else
+			b->msg_head = e->idx_next[k];
+		if (e->idx_next[k])
+			e->idx_next[k]->idx_prev[k] = e->idx_prev[k];
+		else
+			b->msg_tail = e->idx_prev[k];
+		e->idx_bucket[k] = NULL;
+		bucket_release(d, b);
+	}
+	d->undelivered--;
+}
+
+/* ---- waits (pending requests and blocking probes) ---- */
+
+static struct cm_wait **wait_head(struct cm_bucket *b, enum cm_wait_kind kind)
+{
+	return kind == CM_WAIT_RECV ? &b->req_head : &b->probe_head;
+}
+
+static struct cm_wait **wait_tail(struct cm_bucket *b, enum cm_wait_kind kind)
+{
+	return kind == CM_WAIT_RECV ? &b->req_tail : &b->probe_tail;
+}
+
+static bool add_wait(struct cm_dest *d, struct cm_session *s, const struct cm_header *h,
+                     enum cm_wait_kind kind)
+{
+	struct cm_bucket *b = bucket_get(d, h->src, h->tag, h->ctx);
+	if (b == NULL)
+		return false;
+	struct cm_wait *w = malloc(sizeof *w);
+	if (w == NULL) {
+		bucket_release(d, b);
+		return false;
+	}
+	w->bucket = b;
+	w->sess = s;
+	w->seq = d->next_wait_seq++;
+	w->id = h->clock;
+	w->src = h->src;
+	w->tag = h->tag;
+	w->ctx = h->ctx;
+	w->kind = kind;
+
+	struct cm_wait **head = wait_head(b, kind), **tail = wait_tail(b, kind);
+	w->next = NULL;
+	w->prev = *tail;
+	if (*tail)
+		(*tail)->next = w;
+	else
+		*head = w;
+	*tail = w;
+
+	w->all_next = NULL;
+	w->all_prev = d->waits_tail;
+	if (d->waits_tail)
+		d->waits_tail->all_next = w;
+	else
+		d->waits_head = w;
+	d->waits_tail = w;
+
+	if (kind == CM_WAIT_RECV)
+		d->nreqs++;
+	else
+		d->nprobes++;
+	return true;
+}
+
+static void remove_wait(struct cm_dest *d, struct cm_wait *w)
+{
+	struct cm_bucket *b = w->bucket;
+	struct cm_wait **head = wait_head(b, w->kind), **tail = wait_tail(b, w->kind);
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		*head = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	else
+		*tail = w->prev;
+
+	if (w->all_prev)
+		w->all_prev->all_next = w->all_next;
+	else
+		d->waits_head = w->all_next;
+	if (w->all_next)
+		w->all_next->all_prev = w->all_prev;
+	else
+		d->waits_tail = w->all_prev;
+
+	if (w->kind == CM_WAIT_RECV)
+		d->nreqs--;
+	else
+		d->nprobes--;
+	free(w);
+	bucket_release(d, b);
+}
+
+void cm_dest_drop_session(struct cm_dest *d, struct cm_session *s)
+{
+	struct cm_wait *w = d->waits_head;
+	while (w) {
+		struct cm_wait *next = w->all_next;
+		if (w->sess == s)
+			remove_wait(d, w);
+		w = next;
+	}
+}
+
+/* ---- replies ---- */
+
+static uint64_t entry_cost(const struct cm_entry *e)
+{
+	return sizeof *e + e->len;
+}
+
+static void deliver(struct cm_core *core, struct cm_entry *e, struct cm_session *to,
+                    uint64_t req_id)
+{
+	e->delivered = true;
+	e->req_id = req_id;
+
+	struct cm_out_item it;
+	struct cm_header h = {.type = CM_T_DELIVER,
+	                      .src = e->src,
+	                      .dst = e->dst,
+	                      .tag = e->tag,
+	                      .ctx = e->ctx,
+	                      .len = e->len,
+	                      .clock = req_id};
+	cm_header_encode(&h, it.head);
+	it.head_len = CM_HEADER_SIZE;
+	it.body_len = e->len;
+	it.body = e->payload ? e->payload->data : NULL;
+	it.ref = e->payload;
+	if (it.ref)
+		cm_buf_ref(it.ref);
+	cm_core_emit(to, &it);
+
+	if (e->sync_sess) {
+		struct cm_header ack = {.type = CM_T_SYNC_ACK,
+		                        .src = e->dst,
+		                        .dst = e->src,
+		                        .tag = e->tag,
+		                        .ctx = e->ctx,
+		                        .clock = e->clock};
+		cm_core_emit_header(e->sync_sess, &ack); /* dropped if that session is gone */
+		cm_session_release(e->sync_sess);
+		e->sync_sess = NULL;
+	}
+	core->delivered_kept += entry_cost(e);
+	core->stats.msgs_delivered++;
+	core->stats.log_bytes_delivered_kept = core->delivered_kept;
+}
+
+static void probe_reply(struct cm_session *to, uint64_t probe_id, uint32_t ctx,
+                        const struct cm_entry *e)
+{
+	struct cm_out_item it;
+	struct cm_header h = {.type = CM_T_PROBE_REPLY,
+	                      .flags = e ? CM_F_FOUND : 0,
+	                      .src = e ? e->src : -1,
+	                      .dst = cm_session_rank(to),
+	                      .tag = e ? e->tag : -1,
+	                      .ctx = e ? e->ctx : ctx,
+	                      .len = CM_PROBE_REPLY_PAYLOAD,
+	                      .clock = probe_id};
+	cm_header_encode(&h, it.head);
+	cm_put_u64(it.head + CM_HEADER_SIZE, e ? e->len : 0);
+	it.head_len = CM_HEADER_SIZE + CM_PROBE_REPLY_PAYLOAD;
+	it.body_len = 0;
+	it.body = NULL;
+	it.ref = NULL;
+	cm_core_emit(to, &it);
+}
+
+/* ---- the three operations ---- */
+
+static void log_append(struct cm_core *core, struct cm_dest *d, struct cm_entry *e)
+{
+	e->seq = d->next_seq++;
+	e->log_next = NULL;
+	if (d->log_tail)
+		d->log_tail->log_next = e;
+	else
+		d->log_head = e;
+	d->log_tail = e;
+	core->stats.msgs_logged++;
+	core->stats.bytes_logged += e->len;
+	core->stats.log_entries_kept++;
+}
+
+bool cm_dest_add_msg(struct cm_core *core, struct cm_dest *d, struct cm_entry *e)
+{
+	if (d->nreqs > 0) {
+		/* The earliest pending request among the four keys e matches. */
+		struct cm_wait *best = NULL;
+		for (int k = 0; k < CM_NIDX; k++) {
+			struct cm_bucket *b = bucket_find(d, (k & 1) ? CM_ANY_SOURCE : e->src,
+			                                  (k & 2) ? CM_ANY_TAG : e->tag, e->ctx);
+			if (b && b->req_head && (best == NULL || b->req_head->seq < best->seq))
+				best = b->req_head;
+		}
+		if (best) {
+			log_append(core, d, e);
+			deliver(core, e, best->sess, best->id);
+			remove_wait(d, best);
+			return true;
+		}
+	}
+	if (!index_msg(d, e)) {
+		cm_entry_free(e);
+		return false;
+	}
+	log_append(core, d, e);
+
+	if (d->nprobes > 0) {
+		/* Still undelivered: answer every blocking probe it satisfies. */
+		for (int k = 0; k < CM_NIDX; k++) {
+			struct cm_bucket *b = e->idx_bucket[k];
+			while (b->probe_head) {
+				struct cm_wait *w = b->probe_head;
+				probe_reply(w->sess, w->id, w->ctx, e);
+				remove_wait(d, w);
+			}
+		}
+	}
+	return true;
+}
+
+bool cm_dest_post_recv(struct cm_core *core, struct cm_dest *d, struct cm_session *s,
+                       const struct cm_header *h)
+{
+	struct cm_bucket *b = d->undelivered ? bucket_find(d, h->src, h->tag, h->ctx) : NULL;
+	if (b && b->msg_head) {
+		struct cm_entry *e = b->msg_head;
+		unindex_msg(d, e);
+		deliver(core, e, s, h->clock);
+		return true;
+	}
+	return add_wait(d, s, h, CM_WAIT_RECV);
+}
+
+bool cm_dest_probe(struct cm_core *core, struct cm_dest *d, struct cm_session *s,
+                   const struct cm_header *h)
+{
+	struct cm_bucket *b = d->undelivered ? bucket_find(d, h->src, h->tag, h->ctx) : NULL;
+	if (b && b->msg_head) {
+		probe_reply(s, h->clock, h->ctx, b->msg_head);
+		return true;
+	}
+	if (h->flags & CM_F_BLOCKING)
+		return add_wait(d, s, h, CM_WAIT_PROBE);
+	probe_reply(s, h->clock, h->ctx, NULL);
+	return true;
+}
+
+void cm_dest_trim(struct cm_core *core, struct cm_dest *d)
+{
+	while (core->delivered_kept > core->cfg.log_mem && d->log_head && d->log_head->delivered) {
+		struct cm_entry *e = d->log_head;
+		d->log_head = e->log_next;
+		if (d->log_head == NULL)
+			d->log_tail = NULL;
+		core->delivered_kept -= entry_cost(e);
+		core->stats.log_entries_kept--;
+		cm_entry_free(e);
+	}
+	core->stats.log_bytes_delivered_kept = core->delivered_kept;
+}

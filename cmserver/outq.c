@@ -1,0 +1,117 @@
+/* Reference-counted payload buffers and the per-session output queue: a
+ * ring of (header bytes, reference to payload bytes) items, drained with
+ * writev and surviving partial writes. Pure data structures, no I/O. */
+#include "config.h"
+
+#include "core_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct cm_buf *cm_buf_new(uint32_t len)
+{
+	struct cm_buf *b = malloc(sizeof *b + len);
+	if (b == NULL)
+		return NULL;
+	b->refs = 1;
+	b->len = len;
+	return b;
+}
+
+void cm_buf_ref(struct cm_buf *b)
+{
+	__atomic_add_fetch(&b->refs, 1, __ATOMIC_RELAXED);
+}
+
+void cm_buf_unref(struct cm_buf *b)
+{
+	if (b && __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		free(b);
+}
+
+void cm_outq_init(struct cm_outq *q)
+{
+	memset(q, 0, sizeof *q);
+}
+
+void cm_outq_free(struct cm_outq *q)
+{
+	for (size_t i = 0; i < q->count; i++)
+		cm_buf_unref(q->items[(q->first + i) & (q->cap - 1)].ref);
+	free(q->items);
+	cm_outq_init(q);
+}
+
+static bool grow(struct cm_outq *q)
+{
+	size_t ncap = q->cap ? q->cap * 2 : 16;
+	struct cm_out_item *n = malloc(ncap * sizeof *n);
+	if (n == NULL)
+		return false;
+	/* Unwrap the ring into the new array so first = 0. */
+	for (size_t i = 0; i < q->count; i++)
+		n[i] = q->items[(q->first + i) & (q->cap - 1)];
+	free(q->items);
+	q->items = n;
+	q->cap = ncap;
+	q->first = 0;
+	return true;
+}
+
+bool cm_outq_push(struct cm_outq *q, const struct cm_out_item *item)
+{
+	if (q->count == q->cap && !grow(q)) {
+		cm_buf_unref(item->ref);
+		return false;
+	}
+	q->items[(q->first + q->count) & (q->cap - 1)] = *item;
+	q->count++;
+	q->pending += item->head_len + item->body_len;
+	return true;
+}
+
+int cm_outq_iov(const struct cm_outq *q, struct iovec *iov, int max)
+{
+	int n = 0;
+	size_t off = q->first_off;
+	for (size_t i = 0; i < q->count && n < max; i++) {
+		const struct cm_out_item *it = &q->items[(q->first + i) & (q->cap - 1)];
+		if (off < it->head_len) {
+			iov[n].iov_base = (void *)(it->head + off);
+			iov[n].iov_len = it->head_len - off;
+			n++;
+			off = 0;
+		} else {
+			off -= it->head_len;
+		}
+		if (it->body_len > off && n < max) {
+			iov[n].iov_base = (void *)(it->body + off);
+			iov[n].iov_len = it->body_len - off;
+			n++;
+		}
+		off = 0;
+	}
+	return n;
+}
+
+void cm_outq_consumed(struct cm_outq *q, size_t n)
+{
+	if (n > q->pending)
+		n = q->pending; /* a caller bug; never run past the queue */
+	q->pending -= n;
+	while (n > 0) { /* every item has a header, so none is empty */
+		struct cm_out_item *it = &q->items[q->first];
+		size_t left = it->head_len + it->body_len - q->first_off;
+		if (n < left) {
+			q->first_off += n;
+			return;
+		}
+		n -= left;
+		cm_buf_unref(it->ref);
+		q->first = (q->first + 1) & (q->cap - 1);
+		q->count--;
+		q->first_off = 0;
+		if (q->count == 0)
+			q->first = 0;
+	}
+}

@@ -1,0 +1,89 @@
+#include <config.h>
+
+#include "control.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "output.h"
+
+static void handle_line(struct job *job, const char *line)
+{
+	int rank, code;
+	char extra;
+	if (sscanf(line, "abort %d %d %c", &rank, &code, &extra) == 2 && rank >= 0 &&
+	    rank < job->opts->nranks) {
+		job_rank_aborted(job, rank, code);
+		return;
+	}
+	output_verbose("ignoring control report '%s'", line);
+}
+
+void control_drain(struct job *job)
+{
+	if (job->control_rd < 0)
+		return;
+	for (;;) {
+		size_t room = sizeof job->control_buf - 1 - job->control_len;
+		ssize_t n = read(job->control_rd, job->control_buf + job->control_len, room);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return; /* EAGAIN: nothing queued; EOF cannot happen, cmrun holds a writer */
+		job->control_len += (size_t)n;
+		job->control_buf[job->control_len] = '\0';
+		char *start = job->control_buf, *nl;
+		while ((nl = strchr(start, '\n')) != NULL) {
+			*nl = '\0';
+			handle_line(job, start);
+			start = nl + 1;
+		}
+		job->control_len -= (size_t)(start - job->control_buf);
+		memmove(job->control_buf, start, job->control_len);
+		if (job->control_len == sizeof job->control_buf - 1)
+			job->control_len = 0; /* a line longer than any report: drop it */
+	}
+}
+
+static void on_control(struct ev_loop *loop, ev_io *w, int revents)
+{
+	control_drain(w->data);
+}
+
+int control_open(struct job *job)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		output_message("error: control pipe: %s", strerror(errno));
+		return -1;
+	}
+	fcntl(p[0], F_SETFL, O_NONBLOCK);
+	job->control_rd = p[0];
+	job->control_wr = p[1];
+	job->control_len = 0;
+	ev_io_init(&job->control_io, on_control, p[0], EV_READ);
+	job->control_io.data = job;
+	ev_io_start(job->loop, &job->control_io);
+	return 0;
+}
+
+int control_rank_fd(const struct job *job)
+{
+	return job->control_wr;
+}
+
+void control_close(struct job *job)
+{
+	if (job->control_rd >= 0) {
+		ev_io_stop(job->loop, &job->control_io);
+		close(job->control_rd);
+		job->control_rd = -1;
+	}
+	if (job->control_wr >= 0) {
+		close(job->control_wr);
+		job->control_wr = -1;
+	}
+}

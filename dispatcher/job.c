@@ -1,0 +1,579 @@
+/* The event loop of a job: CM start-up, rank exits, signals, the timeout,
+ * and the teardown that leaves no process behind. Every phase that waits
+ * on something outside cmrun is bounded by phase_timer. */
+#include <config.h>
+
+#include "job.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "input.h"
+#include "jobenv.h"
+#include "net.h"
+#include "output.h"
+#include "spawn.h"
+
+/* ---- phases ---- */
+
+static void arm_phase_timer(struct job *job, double seconds)
+{
+	ev_timer_stop(job->loop, &job->phase_timer);
+	if (seconds > 0) {
+		ev_timer_set(&job->phase_timer, seconds, 0.);
+		ev_timer_start(job->loop, &job->phase_timer);
+	}
+}
+
+static void enter_phase(struct job *job, enum job_phase phase, double bound)
+{
+	job->phase = phase;
+	job->escalated = false;
+	arm_phase_timer(job, bound);
+}
+
+/* Stops the job: the first reason recorded decides the exit status. */
+static void job_fail(struct job *job, int status)
+{
+	if (!job->failed) {
+		job->failed = true;
+		job->exit_status = status;
+	}
+	if (job->phase != PHASE_START_CMS && job->phase != PHASE_RUN)
+		return;
+	enter_phase(job, PHASE_STOP, CMRUN_KILL_GRACE);
+	signal_ranks(job, SIGTERM);
+	signal_cms(job, SIGTERM);
+}
+
+/* A bounded phase ran out of time. */
+static void on_phase_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct job *job = w->data;
+	switch (job->phase) {
+	case PHASE_START_CMS:
+		for (int i = 0; i < job->ncms; i++)
+			if (!job->cms[i].ready)
+				output_message(
+				    "error: cmserver %d (pid %d) did not report its address "
+				    "within %.0f s",
+				    i, (int)job->cms[i].pid, CMRUN_CM_START_TIMEOUT);
+		job_fail(job, CMRUN_EXIT_FAILURE);
+		break;
+	case PHASE_STOP:
+	case PHASE_STOP_CMS:
+		if (!job->escalated) {
+			output_verbose(
+			    "processes still running %.0f s after SIGTERM: sending SIGKILL",
+			    CMRUN_KILL_GRACE);
+			signal_ranks(job, SIGKILL);
+			signal_cms(job, SIGKILL);
+			signal_leftovers(job, SIGKILL);
+			job->escalated = true;
+			arm_phase_timer(job, CMRUN_KILL_GRACE);
+		} else {
+			/* SIGKILL is not refused; a process stuck in the kernel
+			 * is reaped by init once it goes. Do not hang on it. */
+			output_message(
+			    "error: %d processes did not die after SIGKILL; giving up on them",
+			    count_running(job));
+			for (int i = 0; i < job->opts->nranks; i++)
+				if (job->ranks[i].state == PROC_RUNNING) {
+					job->ranks[i].state = PROC_EXITED;
+					job->ranks_running--;
+				}
+			for (int i = 0; i < job->ncms; i++)
+				if (job->cms[i].state == PROC_RUNNING) {
+					job->cms[i].state = PROC_EXITED;
+					job->cms_running--;
+				}
+			if (!job->failed)
+				job_fail(job, CMRUN_EXIT_FAILURE);
+		}
+		break;
+	case PHASE_DRAIN:
+		/* What the ranks started and left behind is still running (and
+		 * may hold their pipes open). */
+		job->drain_ticks++;
+		job->escalated = true;
+		signal_leftovers(job, SIGKILL);
+		if (job->drain_ticks >= 2) {
+			/* A pipe still open now belongs to a process that is not
+			 * cmrun's descendant any more: stop waiting for it. A
+			 * source only waiting for cmrun's own output to drain is
+			 * left alone (closing it loses lines), unless the job
+			 * failed anyway. */
+			for (int i = 0; i < job->opts->nranks; i++) {
+				struct rank_proc *r = &job->ranks[i];
+				if (r->out && (job->failed || !output_source_paused(r->out)))
+					output_source_close(r->out);
+				if (r->err && (job->failed || !output_source_paused(r->err)))
+					output_source_close(r->err);
+			}
+		}
+		if (job->drain_ticks == CMRUN_DRAIN_TICKS_MAX)
+			output_message("error: %d processes started by ranks did not die after "
+			               "SIGKILL; giving up on them",
+			               signal_leftovers(job, 0));
+		arm_phase_timer(job, CMRUN_DRAIN_GRACE);
+		break;
+	case PHASE_FLUSH: {
+		/* A failed job does not wait forever on a reader that stopped
+		 * reading; a successful one does (its output is the result). */
+		unsigned long long written = output_bytes_written();
+		if (written == job->flush_progress) {
+			job->abandon_output = true;
+			job->phase = PHASE_DONE;
+			ev_break(loop, EVBREAK_ALL);
+		} else {
+			job->flush_progress = written;
+			arm_phase_timer(job, CMRUN_DRAIN_GRACE);
+		}
+		break;
+	}
+	default:
+		break;
+	}
+	/* step() runs before the loop blocks again. */
+}
+
+static bool rank_output_done(struct job *job)
+{
+	for (int i = 0; i < job->opts->nranks; i++) {
+		struct rank_proc *r = &job->ranks[i];
+		if ((r->out && !output_source_done(r->out)) ||
+		    (r->err && !output_source_done(r->err)))
+			return false;
+	}
+	return true;
+}
+
+static void close_cm_output(struct job *job)
+{
+	for (int i = 0; i < job->ncms; i++) {
+		struct cm_proc *cm = &job->cms[i];
+		if (cm->err) {
+			output_source_drain(cm->err);
+			output_source_close(cm->err);
+		}
+	}
+}
+
+static void start_ranks(struct job *job);
+
+/* Moves the job along once per loop iteration, as far as it can go. */
+static void step(struct job *job)
+{
+	for (;;) {
+		enum job_phase before = job->phase;
+		switch (job->phase) {
+		case PHASE_START_CMS: {
+			bool all_ready = true;
+			for (int i = 0; i < job->ncms; i++)
+				all_ready = all_ready && job->cms[i].ready;
+			if (all_ready)
+				start_ranks(job);
+			break;
+		}
+		case PHASE_RUN:
+			if (job->ranks_running == 0) {
+				/* Every rank exited 0. What they left running goes. */
+				enter_phase(job, PHASE_DRAIN, CMRUN_DRAIN_GRACE);
+				job->drain_ticks = 0;
+				signal_leftovers(job, SIGTERM);
+			}
+			break;
+		case PHASE_STOP:
+			if (job->ranks_running == 0 && job->cms_running == 0) {
+				enter_phase(job, PHASE_DRAIN, CMRUN_DRAIN_GRACE);
+				/* Stopping anyway: no second grace for their leftovers. */
+				job->drain_ticks = 0;
+				job->escalated = true;
+				signal_leftovers(job, SIGKILL);
+			}
+			break;
+		case PHASE_DRAIN:
+			/* Once SIGKILL was sent, it also goes at once to what
+			 * is newly re-parented to cmrun (children of a leftover
+			 * that just died). */
+			if (rank_output_done(job) &&
+			    (signal_leftovers(job, job->escalated ? SIGKILL : 0) == 0 ||
+			     job->drain_ticks >= CMRUN_DRAIN_TICKS_MAX)) {
+				input_stop();
+				enter_phase(job, PHASE_STOP_CMS, CMRUN_KILL_GRACE);
+				signal_cms(job, SIGTERM);
+			}
+			break;
+		case PHASE_STOP_CMS:
+			if (job->cms_running == 0) {
+				close_cm_output(job);
+				enter_phase(job, PHASE_FLUSH, job->failed ? CMRUN_DRAIN_GRACE : 0);
+				job->flush_progress = output_bytes_written();
+			}
+			break;
+		case PHASE_FLUSH:
+			if (output_flushed()) {
+				job->phase = PHASE_DONE;
+				ev_break(job->loop, EVBREAK_ALL);
+			}
+			break;
+		case PHASE_DONE:
+			break;
+		}
+		if (job->phase == before)
+			return;
+	}
+}
+
+static void on_step(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	step(w->data);
+}
+
+/* ---- starting ---- */
+
+static int build_rank_env(struct job *job)
+{
+	const struct cmrun_options *o = job->opts;
+	char *list = o->transport == CMRUN_TRANSPORT_CM ? job->cms_list : job->peers;
+	const char *list_name = o->transport == CMRUN_TRANSPORT_CM ? CM_ENV_CMS : CM_ENV_PEERS;
+	job->rank_env = calloc(6, sizeof *job->rank_env);
+	if (job->rank_env == NULL ||
+	    asprintf(&job->rank_env[0], "%s=%d", CM_ENV_SIZE, o->nranks) < 0 ||
+	    asprintf(&job->rank_env[1], "%s=%s", CM_ENV_SECRET, job->secret) < 0 ||
+	    asprintf(&job->rank_env[2], "%s=%s", CM_ENV_TRANSPORT,
+	             cmrun_transport_name(o->transport)) < 0 ||
+	    asprintf(&job->rank_env[3], "%s=%s", list_name, list) < 0 ||
+	    asprintf(&job->rank_env[4], "%s=%d", CM_ENV_CONTROL_FD, control_rank_fd(job)) < 0)
+		return -1;
+	return 0;
+}
+
+static void start_ranks(struct job *job)
+{
+	if (job->ncms) {
+		job->cms_list = join_addresses(job, true);
+		if (job->cms_list == NULL) {
+			output_message("error: out of memory");
+			job_fail(job, CMRUN_EXIT_FAILURE);
+			return;
+		}
+	}
+	if (build_rank_env(job) < 0) {
+		output_message("error: out of memory");
+		job_fail(job, CMRUN_EXIT_FAILURE);
+		return;
+	}
+	enter_phase(job, PHASE_RUN, 0);
+	for (int i = 0; i < job->opts->nranks && job->phase == PHASE_RUN; i++) {
+		if (spawn_rank(job, &job->ranks[i]) < 0) {
+			job_fail(job, CMRUN_EXIT_NOT_EXECUTABLE);
+			break;
+		}
+		if (i == 0 && job->rank0_stdin >= 0) {
+			/* Rank 0 holds it now; a later incarnation reads /dev/null. */
+			close(job->rank0_stdin);
+			job->rank0_stdin = -1;
+		}
+	}
+}
+
+static void on_cm_ready(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct cm_proc *cm = w->data;
+	struct job *job = ev_userdata(loop);
+	ssize_t n = read(cm->ready_fd, cm->ready_buf + cm->ready_len,
+	                 sizeof cm->ready_buf - 1 - cm->ready_len);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n <= 0) {
+		/* Closed without an address: its exit (reported on its own) or
+		 * the start-up bound decides what happens next. */
+		ev_io_stop(loop, w);
+		close(cm->ready_fd);
+		cm->ready_fd = -1;
+		return;
+	}
+	cm->ready_len += (size_t)n;
+	cm->ready_buf[cm->ready_len] = '\0';
+	char *nl = strchr(cm->ready_buf, '\n');
+	if (nl == NULL) {
+		if (cm->ready_len == sizeof cm->ready_buf - 1) {
+			output_message(
+			    "error: cmserver %d wrote a malformed address on its ready pipe",
+			    cm->index);
+			ev_io_stop(loop, w);
+			job_fail(job, CMRUN_EXIT_FAILURE);
+		}
+		return;
+	}
+	*nl = '\0';
+	struct sockaddr_in addr;
+	ev_io_stop(loop, w);
+	close(cm->ready_fd);
+	cm->ready_fd = -1;
+	if (cm_parse_hostport(cm->ready_buf, -1, &addr) < 0 || addr.sin_port == 0) {
+		output_message("error: cmserver %d reported '%s', not a HOST:PORT address",
+		               cm->index, cm->ready_buf);
+		job_fail(job, CMRUN_EXIT_FAILURE);
+		return;
+	}
+	cm_format_addr(&addr, cm->addr, sizeof cm->addr);
+	cm->ready = true;
+	output_verbose("cmserver %d (pid %d) listening on %s", cm->index, (int)cm->pid, cm->addr);
+}
+
+static void start_cms(struct job *job)
+{
+	enter_phase(job, PHASE_START_CMS, CMRUN_CM_START_TIMEOUT);
+	for (int i = 0; i < job->ncms; i++) {
+		struct cm_proc *cm = &job->cms[i];
+		if (spawn_cm(job, cm) < 0) {
+			job_fail(job, CMRUN_EXIT_FAILURE);
+			return;
+		}
+		ev_io_init(&cm->ready_io, on_cm_ready, cm->ready_fd, EV_READ);
+		cm->ready_io.data = cm;
+		ev_io_start(job->loop, &cm->ready_io);
+	}
+}
+
+/* ---- events ---- */
+
+void job_rank_aborted(struct job *job, int rank, int code)
+{
+	output_verbose("rank %d called MPI_Abort(%d)", rank, code);
+	job_fail(job, code);
+}
+
+static void rank_exited(struct job *job, struct rank_proc *r, int wait_status)
+{
+	char how[96];
+	/* An abort reported before this exit decides the job's status. */
+	control_drain(job);
+	r->state = PROC_EXITED;
+	r->wait_status = wait_status;
+	job->ranks_running--;
+	/* Its last words come before cmrun's message about it. */
+	if (r->out)
+		output_source_drain(r->out);
+	if (r->err)
+		output_source_drain(r->err);
+	if (r->rank == 0)
+		input_stop();
+	describe_wait_status(wait_status, how, sizeof how);
+	if (job->phase == PHASE_RUN && wait_status != 0) {
+		output_message("rank %d %s", r->rank, how);
+		job_fail(job, exit_status_of(wait_status));
+	} else {
+		output_verbose("rank %d (pid %d) %s", r->rank, (int)r->pid, how);
+	}
+}
+
+static void cm_exited(struct job *job, struct cm_proc *cm, int wait_status)
+{
+	char how[96];
+	cm->state = PROC_EXITED;
+	cm->wait_status = wait_status;
+	job->cms_running--;
+	if (cm->err)
+		output_source_drain(cm->err);
+	if (cm->ready_fd >= 0) {
+		ev_io_stop(job->loop, &cm->ready_io);
+		close(cm->ready_fd);
+		cm->ready_fd = -1;
+	}
+	describe_wait_status(wait_status, how, sizeof how);
+	if (job->phase == PHASE_START_CMS || job->phase == PHASE_RUN) {
+		output_message("cmserver %d (pid %d) %s%s; stopping the job", cm->index,
+		               (int)cm->pid, how,
+		               cm->ready ? " during the run" : " while starting");
+		job_fail(job, CMRUN_EXIT_FAILURE);
+	} else if (job->phase == PHASE_STOP_CMS && !job->escalated && wait_status != 0 &&
+	           !(WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGTERM)) {
+		output_message("warning: cmserver %d %s when asked to stop", cm->index, how);
+	} else {
+		output_verbose("cmserver %d (pid %d) %s", cm->index, (int)cm->pid, how);
+	}
+}
+
+static void on_child(struct ev_loop *loop, ev_child *w, int revents)
+{
+	struct job *job = w->data;
+	if (!WIFEXITED(w->rstatus) && !WIFSIGNALED(w->rstatus))
+		return;
+	for (int i = 0; i < job->opts->nranks; i++) {
+		struct rank_proc *r = &job->ranks[i];
+		if (r->state == PROC_RUNNING && r->pid == w->rpid) {
+			rank_exited(job, r, w->rstatus);
+			return;
+		}
+	}
+	for (int i = 0; i < job->ncms; i++) {
+		struct cm_proc *cm = &job->cms[i];
+		if (cm->state == PROC_RUNNING && cm->pid == w->rpid) {
+			cm_exited(job, cm, w->rstatus);
+			return;
+		}
+	}
+}
+
+static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	struct job *job = w->data;
+	char name[32];
+	signal_name(w->signum, name, sizeof name);
+	switch (job->phase) {
+	case PHASE_START_CMS:
+	case PHASE_RUN:
+		output_message("caught %s, stopping the job", name);
+		job_fail(job, 128 + w->signum);
+		break;
+	case PHASE_FLUSH:
+	case PHASE_DONE:
+		/* Only output is left, and its reader is not taking it. */
+		if (!job->failed)
+			job_fail(job, 128 + w->signum);
+		job->abandon_output = true;
+		job->phase = PHASE_DONE;
+		ev_break(loop, EVBREAK_ALL);
+		break;
+	default:
+		/* Asked again while stopping: no more grace. */
+		if (!job->failed)
+			job_fail(job, 128 + w->signum);
+		signal_ranks(job, SIGKILL);
+		signal_cms(job, SIGKILL);
+		signal_leftovers(job, SIGKILL);
+		job->escalated = true;
+		break;
+	}
+}
+
+static void on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct job *job = w->data;
+	switch (job->phase) {
+	case PHASE_START_CMS:
+	case PHASE_RUN:
+		output_message("timeout after %s", job->opts->timeout_text);
+		job_fail(job, CMRUN_EXIT_TIMEOUT);
+		break;
+	case PHASE_FLUSH:
+		if (!job->failed)
+			job_fail(job, CMRUN_EXIT_TIMEOUT);
+		job->abandon_output = true;
+		job->phase = PHASE_DONE;
+		ev_break(loop, EVBREAK_ALL);
+		break;
+	default:
+		break; /* the stop phases are bounded on their own */
+	}
+}
+
+/* ---- setup ---- */
+
+static int open_direct_listeners(struct job *job)
+{
+	struct sockaddr_in any;
+	cm_parse_hostport("127.0.0.1:0", 0, &any);
+	for (int i = 0; i < job->opts->nranks; i++) {
+		struct rank_proc *r = &job->ranks[i];
+		r->listen_fd = cm_tcp_listen(&any, &r->listen_addr);
+		if (r->listen_fd < 0) {
+			output_message("error: rank %d: cannot listen on 127.0.0.1: %s", i,
+			               strerror(errno));
+			return -1;
+		}
+	}
+	job->peers = join_addresses(job, false);
+	return job->peers ? 0 : -1;
+}
+
+int job_run(struct job *job)
+{
+	const struct cmrun_options *o = job->opts;
+	struct ev_loop *loop = job->loop;
+
+	ev_set_userdata(loop, job);
+	job->control_rd = job->control_wr = -1;
+	job->ranks = calloc((size_t)o->nranks, sizeof *job->ranks);
+	job->ncms = o->transport == CMRUN_TRANSPORT_CM ? o->ncms : 0;
+	job->cms = calloc((size_t)(job->ncms ? job->ncms : 1), sizeof *job->cms);
+	if (job->ranks == NULL || job->cms == NULL) {
+		output_message("error: out of memory");
+		return CMRUN_EXIT_FAILURE;
+	}
+	for (int i = 0; i < o->nranks; i++) {
+		job->ranks[i].rank = i;
+		job->ranks[i].host = "localhost";
+		job->ranks[i].listen_fd = -1;
+	}
+	for (int i = 0; i < job->ncms; i++) {
+		job->cms[i].index = i;
+		job->cms[i].ready_fd = -1;
+	}
+
+	ev_child_init(&job->child_watcher, on_child, 0, 0);
+	job->child_watcher.data = job;
+	ev_child_start(loop, &job->child_watcher);
+	ev_signal_init(&job->sigint_watcher, on_signal, SIGINT);
+	ev_signal_init(&job->sigterm_watcher, on_signal, SIGTERM);
+	ev_signal_init(&job->sighup_watcher, on_signal, SIGHUP);
+	job->sigint_watcher.data = job->sigterm_watcher.data = job->sighup_watcher.data = job;
+	ev_signal_start(loop, &job->sigint_watcher);
+	ev_signal_start(loop, &job->sigterm_watcher);
+	ev_signal_start(loop, &job->sighup_watcher);
+	ev_init(&job->phase_timer, on_phase_timer);
+	job->phase_timer.data = job;
+	ev_prepare_init(&job->step_watcher, on_step);
+	job->step_watcher.data = job;
+	ev_prepare_start(loop, &job->step_watcher);
+	if (o->timeout_ns) {
+		ev_timer_init(&job->timeout_timer, on_timeout, (double)o->timeout_ns / 1e9, 0.);
+		job->timeout_timer.data = job;
+		ev_timer_start(loop, &job->timeout_timer);
+	}
+
+	job->rank0_stdin = input_start(loop);
+	if (control_open(job) < 0)
+		return CMRUN_EXIT_FAILURE;
+	if (o->transport == CMRUN_TRANSPORT_DIRECT) {
+		if (open_direct_listeners(job) < 0)
+			return CMRUN_EXIT_FAILURE;
+		enter_phase(job, PHASE_START_CMS, 0); /* no CM: step() starts the ranks */
+	} else {
+		start_cms(job);
+	}
+	ev_run(loop, 0);
+
+	input_stop();
+	control_close(job);
+	return job->failed ? job->exit_status : 0;
+}
+
+void job_free(struct job *job)
+{
+	for (int i = 0; job->ranks && i < job->opts->nranks; i++)
+		if (job->ranks[i].listen_fd >= 0)
+			close(job->ranks[i].listen_fd);
+	for (int i = 0; job->rank_env && job->rank_env[i]; i++)
+		free(job->rank_env[i]);
+	free(job->rank_env);
+	free(job->ranks);
+	free(job->cms);
+	free(job->cms_list);
+	free(job->peers);
+	free(job->base_env);
+	free(job->program_path);
+	free(job->cmserver_path);
+	if (job->devnull_fd >= 0)
+		close(job->devnull_fd);
+	memset(job, 0, sizeof *job);
+}

@@ -1,0 +1,143 @@
+/* The job cmrun runs: its rank table, its channel-memory table, and the
+ * phase it is in. Shared by spawning (spawn.c), the event loop (job.c) and
+ * main (cmrun.c). */
+#ifndef CMRUN_JOB_H
+#define CMRUN_JOB_H
+
+#include <ev.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "options.h"
+#include "protocol.h"
+
+struct out_source;
+
+enum proc_state {
+	PROC_NOT_STARTED,
+	PROC_RUNNING,
+	PROC_EXITED, /* reaped; wait_status holds how */
+};
+
+/* One MPI rank. A restart (later issue) spawns the same entry again with
+ * incarnation + 1; rank number, arguments and environment stay the same. */
+struct rank_proc {
+	int rank;
+	pid_t pid; /* current incarnation; also its process group id */
+	unsigned incarnation;
+	const char *host; /* placement label; "localhost" until multi-host */
+	enum proc_state state;
+	int wait_status;
+	int listen_fd; /* direct transport: the rank's listening socket, kept
+	                  open here so a restarted incarnation gets the same one */
+	struct sockaddr_in listen_addr;
+	struct out_source *out, *err;
+};
+
+/* One channel memory (cmserver process). */
+struct cm_proc {
+	int index;
+	pid_t pid;
+	enum proc_state state;
+	int wait_status;
+	bool ready;
+	char addr[32]; /* "HOST:PORT" it listens on, once ready */
+	int ready_fd;  /* read end of the --ready-fd pipe until the address came */
+	ev_io ready_io;
+	char ready_buf[64];
+	size_t ready_len;
+	struct out_source *err;
+};
+
+enum job_phase {
+	PHASE_START_CMS, /* waiting for every CM's address */
+	PHASE_RUN,       /* ranks running */
+	PHASE_STOP,      /* failure, signal or timeout: ranks and CMs told to stop */
+	PHASE_DRAIN,     /* every rank reaped: reading the rest of their output (bounded) */
+	PHASE_STOP_CMS,  /* CMs told to stop, waiting (bounded) */
+	PHASE_FLUSH,     /* every child reaped: writing out what is queued */
+	PHASE_DONE,
+};
+
+struct job {
+	const struct cmrun_options *opts;
+	struct ev_loop *loop;
+	char secret[CM_SECRET_LEN + 1];
+	char *program_path;  /* PROGRAM resolved like execvp */
+	char *cmserver_path; /* transport cm */
+	int devnull_fd;
+
+	struct rank_proc *ranks; /* opts->nranks entries */
+	int ranks_running;
+	struct cm_proc *cms; /* ncms entries (0 for transport direct) */
+	int ncms;
+	int cms_running;
+	char *cms_list;  /* CHANMEM_CMS value, once every CM is ready */
+	char *peers;     /* CHANMEM_PEERS value (transport direct) */
+	char **base_env; /* the user's environment minus the job variables */
+	size_t base_env_len;
+	char **rank_env; /* CHANMEM_* entries common to every rank, NULL-terminated */
+	int rank0_stdin; /* read end of the pipe cmrun feeds rank 0's stdin from, or -1 */
+	int control_rd, control_wr; /* control.c: ranks' reports (MPI_Abort) */
+	ev_io control_io;
+	char control_buf[256];
+	size_t control_len;
+
+	enum job_phase phase;
+	bool failed;
+	int exit_status;
+	bool escalated;                    /* SIGKILL already sent in this phase */
+	int drain_ticks;                   /* phase_timer expiries while draining */
+	bool abandon_output;               /* exit without waiting for the writers */
+	unsigned long long flush_progress; /* output_bytes_written() at the last check */
+
+	ev_child child_watcher;
+	ev_signal sigint_watcher, sigterm_watcher, sighup_watcher;
+	ev_timer timeout_timer;  /* --timeout */
+	ev_timer phase_timer;    /* bound of the current phase (CM start, drain, grace) */
+	ev_prepare step_watcher; /* re-evaluates the phase once per loop iteration */
+};
+
+/* Bounds of the phases (seconds). */
+#define CMRUN_CM_START_TIMEOUT 10.0
+#define CMRUN_KILL_GRACE 2.0
+#define CMRUN_DRAIN_GRACE 2.0
+#define CMRUN_DRAIN_TICKS_MAX 4 /* DRAIN_GRACE periods before giving up on leftovers */
+
+/* Exit statuses of cmrun itself. */
+#define CMRUN_EXIT_FAILURE 1 /* cmrun or a cmserver failed */
+#define CMRUN_EXIT_TIMEOUT 124
+#define CMRUN_EXIT_NOT_EXECUTABLE 126
+#define CMRUN_EXIT_NOT_FOUND 127
+
+/* job.c: runs the job to its end and returns cmrun's exit status. */
+int job_run(struct job *job);
+/* A rank reported MPI_Abort(code): the job stops with that status. */
+void job_rank_aborted(struct job *job, int rank, int code);
+/* Releases what the job holds (after job_run and output_shutdown). */
+void job_free(struct job *job);
+
+/* procs.c */
+
+/* How a wait status reads to a user ("exited with status 3", "killed by
+ * signal SIGSEGV"), and as an exit status (128+signal for a signal). */
+void describe_wait_status(int wait_status, char *buf, size_t len);
+int exit_status_of(int wait_status);
+/* "SIGTERM", or the number. */
+void signal_name(int sig, char *buf, size_t len);
+
+/* sig to every running rank's process group, and to every running CM's. */
+void signal_ranks(struct job *job, int sig);
+void signal_cms(struct job *job, int sig);
+/* sig (0: none) to what exited ranks left running, now cmrun's children;
+ * returns how many there are. */
+int signal_leftovers(struct job *job, int sig);
+/* Ranks and CMs not reaped yet. */
+int count_running(struct job *job);
+
+/* "h:p,h:p,..." of the CMs (cms) or of the ranks' listening sockets;
+ * malloc'd, NULL when out of memory. */
+char *join_addresses(struct job *job, bool cms);
+
+#endif

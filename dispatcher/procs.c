@@ -1,0 +1,153 @@
+/* The rank and CM tables: what a wait status means to a user, signalling
+ * children and what they started, and the address lists ranks get. */
+#include <config.h>
+
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "job.h"
+#include "net.h"
+
+void signal_name(int sig, char *buf, size_t len)
+{
+	const char *abbrev = sigabbrev_np(sig);
+	if (abbrev)
+		snprintf(buf, len, "SIG%s", abbrev);
+	else
+		snprintf(buf, len, "%d", sig);
+}
+
+void describe_wait_status(int wait_status, char *buf, size_t len)
+{
+	if (WIFEXITED(wait_status)) {
+		snprintf(buf, len, "exited with status %d", WEXITSTATUS(wait_status));
+	} else if (WIFSIGNALED(wait_status)) {
+		char name[32];
+		signal_name(WTERMSIG(wait_status), name, sizeof name);
+		snprintf(buf, len, "killed by signal %s%s", name,
+		         WCOREDUMP(wait_status) ? " (core dumped)" : "");
+	} else {
+		snprintf(buf, len, "ended with wait status 0x%x", (unsigned)wait_status);
+	}
+}
+
+int exit_status_of(int wait_status)
+{
+	if (WIFEXITED(wait_status))
+		return WEXITSTATUS(wait_status);
+	if (WIFSIGNALED(wait_status))
+		return 128 + WTERMSIG(wait_status);
+	return CMRUN_EXIT_FAILURE;
+}
+
+/* ---- signalling children ---- */
+
+/* A running child's process group (its own, set at spawn) also reaches what
+ * it started; the child by pid too if it moved to another group. Only
+ * while the child is unreaped: its pid, and so the group id, cannot be
+ * reused by another process until then. */
+static void signal_group(pid_t pid, int sig)
+{
+	if (kill(-pid, sig) == 0 && getpgid(pid) == pid)
+		return;
+	kill(pid, sig);
+}
+
+void signal_ranks(struct job *job, int sig)
+{
+	for (int i = 0; i < job->opts->nranks && job->ranks_running > 0; i++) {
+		struct rank_proc *r = &job->ranks[i];
+		if (r->state == PROC_RUNNING)
+			signal_group(r->pid, sig);
+	}
+}
+
+void signal_cms(struct job *job, int sig)
+{
+	for (int i = 0; i < job->ncms; i++) {
+		struct cm_proc *cm = &job->cms[i];
+		if (cm->state == PROC_RUNNING)
+			signal_group(cm->pid, sig);
+	}
+}
+
+static bool is_known_child(struct job *job, pid_t pid)
+{
+	for (int i = 0; i < job->opts->nranks && job->ranks_running > 0; i++)
+		if (job->ranks[i].state == PROC_RUNNING && job->ranks[i].pid == pid)
+			return true;
+	for (int i = 0; i < job->ncms; i++)
+		if (job->cms[i].state == PROC_RUNNING && job->cms[i].pid == pid)
+			return true;
+	return false;
+}
+
+int signal_leftovers(struct job *job, int sig)
+{
+	/* cmrun is a child subreaper: what a rank started and left behind is
+	 * re-parented to cmrun, so it shows among cmrun's own children (of
+	 * any of its threads) and can be signalled by pid without any risk of
+	 * hitting an unrelated process. */
+	int found = 0;
+	DIR *tasks = opendir("/proc/self/task");
+	if (tasks == NULL)
+		return 0;
+	struct dirent *t;
+	while ((t = readdir(tasks)) != NULL) {
+		if (t->d_name[0] == '.')
+			continue;
+		char path[300];
+		snprintf(path, sizeof path, "/proc/self/task/%s/children", t->d_name);
+		FILE *f = fopen(path, "re");
+		if (f == NULL)
+			continue;
+		long pid;
+		while (fscanf(f, "%ld", &pid) == 1) {
+			if (pid <= 0 || is_known_child(job, (pid_t)pid))
+				continue;
+			found++;
+			if (sig)
+				kill((pid_t)pid, sig);
+		}
+		fclose(f);
+	}
+	closedir(tasks);
+	return found;
+}
+
+int count_running(struct job *job)
+{
+	int n = 0;
+	for (int i = 0; i < job->opts->nranks; i++)
+		if (job->ranks[i].state == PROC_RUNNING)
+			n++;
+	for (int i = 0; i < job->ncms; i++)
+		if (job->cms[i].state == PROC_RUNNING)
+			n++;
+	return n;
+}
+
+char *join_addresses(struct job *job, bool cms)
+{
+	int n = cms ? job->ncms : job->opts->nranks;
+	size_t cap = (size_t)n * 24 + 1;
+	char *list = malloc(cap);
+	if (list == NULL)
+		return NULL;
+	size_t len = 0;
+	list[0] = '\0';
+	for (int i = 0; i < n; i++) {
+		char one[32];
+		if (cms)
+			snprintf(one, sizeof one, "%s", job->cms[i].addr);
+		else
+			cm_format_addr(&job->ranks[i].listen_addr, one, sizeof one);
+		len += (size_t)snprintf(list + len, cap - len, "%s%s", i ? "," : "", one);
+	}
+	return list;
+}

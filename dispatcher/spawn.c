@@ -1,0 +1,458 @@
+#include <config.h>
+
+#include "spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "jobenv.h"
+#include "net.h"
+#include "output.h"
+
+extern char **environ;
+
+/* Signals cmrun's own parent set to ignored (nohup, a background job of a
+ * non-interactive shell): the ranks inherit that as they would without
+ * cmrun. Every other signal starts at its default in a child. */
+static sigset_t inherited_ignored;
+
+void spawn_save_signal_dispositions(void)
+{
+	sigemptyset(&inherited_ignored);
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+		if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN)
+			sigaddset(&inherited_ignored, sig);
+	}
+}
+
+/* What the child becomes. Everything is prepared before fork: between fork
+ * and exec the child only makes async-signal-safe calls (the writer threads
+ * may hold the allocator's lock at fork time). */
+struct child_spec {
+	const char *path;
+	char *const *argv;
+	char *const *envp;
+	int stdin_fd, stdout_fd, stderr_fd;
+	int keep_fd;  /* inherited across exec (listening socket, ready pipe), or -1 */
+	int keep_fd2; /* a second one (the control pipe of ranks), or -1 */
+};
+
+static void __attribute__((noreturn))
+child_exec(const struct child_spec *spec, int status_fd, pid_t parent)
+{
+	/* Own process group: teardown signals the group, which also reaches
+	 * what the program itself started; the terminal's Ctrl-C goes to cmrun
+	 * alone, which then stops the job in order. */
+	setpgid(0, 0);
+	/* Die with cmrun, even when cmrun is SIGKILLed. If cmrun died before
+	 * the prctl took effect, getppid() already shows another parent. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		goto fail;
+	if (getppid() != parent)
+		_exit(CMRUN_EXIT_NOT_FOUND);
+
+	/* cmrun ignores SIGPIPE and blocks signals around fork; an ignored
+	 * disposition and the mask would survive exec. */
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = sigismember(&inherited_ignored, sig) == 1 ? SIG_IGN : SIG_DFL;
+		sigaction(sig, &sa, NULL);
+	}
+
+	if (dup2(spec->stdin_fd, STDIN_FILENO) < 0 || dup2(spec->stdout_fd, STDOUT_FILENO) < 0 ||
+	    dup2(spec->stderr_fd, STDERR_FILENO) < 0)
+		goto fail;
+	if (spec->keep_fd >= 0 && fcntl(spec->keep_fd, F_SETFD, 0) < 0)
+		goto fail;
+	if (spec->keep_fd2 >= 0 && fcntl(spec->keep_fd2, F_SETFD, 0) < 0)
+		goto fail;
+
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	execve(spec->path, spec->argv, spec->envp);
+fail:;
+	int e = errno;
+	ssize_t unused = write(status_fd, &e, sizeof e);
+	(void)unused;
+	_exit(CMRUN_EXIT_NOT_FOUND);
+}
+
+/* fork + exec. Returns the pid once exec succeeded (a CLOEXEC pipe tells:
+ * EOF means exec happened, an int means it failed with that errno). */
+static pid_t spawn_process(const struct child_spec *spec, char *err, size_t errlen)
+{
+	int status_pipe[2];
+	sigset_t all, old;
+
+	if (pipe2(status_pipe, O_CLOEXEC) < 0) {
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid == 0)
+		child_exec(spec, status_pipe[1], parent);
+	int fork_errno = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	close(status_pipe[1]);
+	if (pid < 0) {
+		close(status_pipe[0]);
+		snprintf(err, errlen, "fork: %s", strerror(fork_errno));
+		return -1;
+	}
+	/* Also from this side, so the group exists before we may signal it
+	 * (fails harmlessly with EACCES once the child has exec'd). */
+	setpgid(pid, pid);
+
+	int child_errno = 0;
+	ssize_t n;
+	do
+		n = read(status_pipe[0], &child_errno, sizeof child_errno);
+	while (n < 0 && errno == EINTR);
+	close(status_pipe[0]);
+	if (n == (ssize_t)sizeof child_errno) {
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		snprintf(err, errlen, "cannot execute %s: %s", spec->path, strerror(child_errno));
+		return -1;
+	}
+	return pid;
+}
+
+/* Checks one candidate path; returns 0 if it can be executed, else an errno. */
+static int check_executable(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return errno;
+	if (S_ISDIR(st.st_mode))
+		return EISDIR;
+	if (!S_ISREG(st.st_mode) || access(path, X_OK) < 0)
+		return EACCES;
+	return 0;
+}
+
+char *spawn_find_program(const char *name, char *err, size_t errlen, int *exit_status)
+{
+	*exit_status = CMRUN_EXIT_NOT_FOUND;
+	if (strchr(name, '/')) {
+		int e = check_executable(name);
+		if (e == 0)
+			return strdup(name);
+		if (e != ENOENT && e != ENOTDIR)
+			*exit_status = CMRUN_EXIT_NOT_EXECUTABLE;
+		snprintf(err, errlen, "cannot run '%s': %s", name, strerror(e));
+		return NULL;
+	}
+
+	const char *path = getenv("PATH");
+	if (path == NULL)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	int first_error = 0;
+	char candidate[PATH_MAX];
+	for (const char *p = path;; p++) {
+		const char *end = strchr(p, ':');
+		size_t dirlen = end ? (size_t)(end - p) : strlen(p);
+		/* An empty PATH entry means the current directory, as for execvp. */
+		int n = dirlen
+		            ? snprintf(candidate, sizeof candidate, "%.*s/%s", (int)dirlen, p, name)
+		            : snprintf(candidate, sizeof candidate, "%s", name);
+		if (n > 0 && (size_t)n < sizeof candidate) {
+			int e = check_executable(candidate);
+			if (e == 0)
+				return strdup(candidate);
+			if (e != ENOENT && e != ENOTDIR && first_error == 0)
+				first_error = e;
+		}
+		if (end == NULL)
+			break;
+		p = end;
+	}
+	if (first_error) {
+		*exit_status = CMRUN_EXIT_NOT_EXECUTABLE;
+		snprintf(err, errlen, "cannot run '%s': found in PATH but %s", name,
+		         strerror(first_error));
+	} else {
+		snprintf(err, errlen, "cannot run '%s': no such program in PATH", name);
+	}
+	return NULL;
+}
+
+char *spawn_find_cmserver(char *err, size_t errlen)
+{
+	int status;
+	const char *from_env = getenv("CHANMEM_CMSERVER");
+	if (from_env && *from_env) {
+		char why[PATH_MAX + 128];
+		char *path = spawn_find_program(from_env, why, sizeof why, &status);
+		if (path == NULL)
+			snprintf(err, errlen, "CHANMEM_CMSERVER: %s", why);
+		return path;
+	}
+
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n > 0) {
+		self[n] = '\0';
+		char *slash = strrchr(self, '/');
+		if (slash) {
+			*slash = '\0';
+			static const char *const relative[] = {"cmserver", "../cmserver/cmserver"};
+			for (size_t i = 0; i < 2; i++) {
+				char candidate[PATH_MAX + 32];
+				snprintf(candidate, sizeof candidate, "%s/%s", self, relative[i]);
+				if (check_executable(candidate) == 0)
+					return strdup(candidate);
+			}
+		}
+	}
+	char why[PATH_MAX + 128];
+	char *path = spawn_find_program("cmserver", why, sizeof why, &status);
+	if (path == NULL)
+		snprintf(err, errlen,
+		         "cannot find cmserver (not next to cmrun, not in PATH; "
+		         "CHANMEM_CMSERVER may name it)");
+	return path;
+}
+
+int spawn_make_secret(char out[CM_SECRET_LEN + 1])
+{
+	unsigned char raw[CM_SECRET_LEN / 2];
+	size_t have = 0;
+	while (have < sizeof raw) {
+		ssize_t n = getrandom(raw + have, sizeof raw - have, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		have += (size_t)n;
+	}
+	static const char hex[] = "0123456789abcdef";
+	for (size_t i = 0; i < sizeof raw; i++) {
+		out[2 * i] = hex[raw[i] >> 4];
+		out[2 * i + 1] = hex[raw[i] & 15];
+	}
+	out[CM_SECRET_LEN] = '\0';
+	return 0;
+}
+
+/* Variables cmrun owns: an inherited value (from an enclosing job, say)
+ * must not leak into this one. */
+static bool is_job_variable(const char *entry)
+{
+	static const char *const names[] = {CM_ENV_RANK,   CM_ENV_SIZE,      CM_ENV_INCARNATION,
+	                                    CM_ENV_SECRET, CM_ENV_TRANSPORT, CM_ENV_CMS,
+	                                    CM_ENV_HOME,   CM_ENV_PEERS,     CM_ENV_LISTEN_FD,
+	                                    CM_ENV_CONTROL_FD};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		size_t len = strlen(names[i]);
+		if (strncmp(entry, names[i], len) == 0 && entry[len] == '=')
+			return true;
+	}
+	return false;
+}
+
+int spawn_base_env(struct job *job)
+{
+	size_t n = 0;
+	for (char **e = environ; *e; e++)
+		n++;
+	job->base_env = calloc(n + 1, sizeof *job->base_env);
+	if (job->base_env == NULL)
+		return -1;
+	job->base_env_len = 0;
+	for (char **e = environ; *e; e++)
+		if (!is_job_variable(*e))
+			job->base_env[job->base_env_len++] = *e;
+	return 0;
+}
+
+/* base_env + extra (NULL-terminated) + up to three more entries. */
+static char **build_env(struct job *job, char **extra, const char *a, const char *b, const char *c)
+{
+	size_t nextra = 0;
+	while (extra && extra[nextra])
+		nextra++;
+	char **env = malloc((job->base_env_len + nextra + 4) * sizeof *env);
+	if (env == NULL)
+		return NULL;
+	size_t i = 0;
+	for (size_t k = 0; k < job->base_env_len; k++)
+		env[i++] = job->base_env[k];
+	for (size_t k = 0; k < nextra; k++)
+		env[i++] = extra[k];
+	if (a)
+		env[i++] = (char *)a;
+	if (b)
+		env[i++] = (char *)b;
+	if (c)
+		env[i++] = (char *)c;
+	env[i] = NULL;
+	return env;
+}
+
+static void close_pair(int p[2])
+{
+	if (p[0] >= 0)
+		close(p[0]);
+	if (p[1] >= 0)
+		close(p[1]);
+}
+
+int spawn_rank(struct job *job, struct rank_proc *r)
+{
+	int out[2] = {-1, -1}, err[2] = {-1, -1};
+	char why[PATH_MAX + 256];
+
+	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
+		output_message("error: rank %d: pipe: %s", r->rank, strerror(errno));
+		close_pair(out);
+		close_pair(err);
+		return -1;
+	}
+	char rank_var[48], incarnation_var[48], fd_var[48];
+	snprintf(rank_var, sizeof rank_var, "%s=%d", CM_ENV_RANK, r->rank);
+	snprintf(incarnation_var, sizeof incarnation_var, "%s=%u", CM_ENV_INCARNATION,
+	         r->incarnation);
+	snprintf(fd_var, sizeof fd_var, "%s=%d", CM_ENV_LISTEN_FD, r->listen_fd);
+	char **env = build_env(job, job->rank_env, rank_var, incarnation_var,
+	                       r->listen_fd >= 0 ? fd_var : NULL);
+	if (env == NULL) {
+		output_message("error: rank %d: out of memory", r->rank);
+		close_pair(out);
+		close_pair(err);
+		return -1;
+	}
+
+	struct child_spec spec = {
+	    .path = job->program_path,
+	    .argv = job->opts->program_argv,
+	    .envp = env,
+	    .stdin_fd =
+	        (r->rank == 0 && job->rank0_stdin >= 0) ? job->rank0_stdin : job->devnull_fd,
+	    .stdout_fd = out[1],
+	    .stderr_fd = err[1],
+	    .keep_fd = r->listen_fd,
+	    .keep_fd2 = control_rank_fd(job),
+	};
+	pid_t pid = spawn_process(&spec, why, sizeof why);
+	free(env);
+	close(out[1]);
+	close(err[1]);
+	if (pid < 0) {
+		output_message("error: rank %d: %s", r->rank, why);
+		close(out[0]);
+		close(err[0]);
+		return -1;
+	}
+	r->pid = pid;
+	r->state = PROC_RUNNING;
+	job->ranks_running++;
+
+	char prefix[32] = "";
+	if (job->opts->tag_output)
+		snprintf(prefix, sizeof prefix, "[%d] ", r->rank);
+	r->out = output_source_open(out[0], OUT_STDOUT, prefix);
+	r->err = output_source_open(err[0], OUT_STDERR, prefix);
+	if (r->out == NULL || r->err == NULL) {
+		/* The rank runs; only its output is lost. Say so. */
+		output_message("error: rank %d: out of memory, its output is not forwarded",
+		               r->rank);
+	}
+	output_verbose("rank %d started (pid %d, incarnation %u, host %s)", r->rank, (int)pid,
+	               r->incarnation, r->host);
+	return 0;
+}
+
+int spawn_cm(struct job *job, struct cm_proc *cm)
+{
+	const struct cmrun_options *o = job->opts;
+	int ready[2] = {-1, -1}, err[2] = {-1, -1};
+	char why[PATH_MAX + 256];
+
+	if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
+		output_message("error: cmserver %d: pipe: %s", cm->index, strerror(errno));
+		close_pair(ready);
+		close_pair(err);
+		return -1;
+	}
+	char ready_fd[16], max_message[32], secret_var[64];
+	snprintf(ready_fd, sizeof ready_fd, "%d", ready[1]);
+	snprintf(max_message, sizeof max_message, "%llu", (unsigned long long)o->max_message);
+	snprintf(secret_var, sizeof secret_var, "%s=%s", CM_ENV_SECRET, job->secret);
+
+	/* The secret travels in the environment, never on the command line
+	 * (which every user of the machine can read in /proc). */
+	char *argv[12];
+	int argc = 0;
+	argv[argc++] = "cmserver";
+	argv[argc++] = "--mode";
+	argv[argc++] = (char *)o->mode;
+	argv[argc++] = "--listen";
+	argv[argc++] = "127.0.0.1:0";
+	argv[argc++] = "--ready-fd";
+	argv[argc++] = ready_fd;
+	if (o->max_message) {
+		argv[argc++] = "--max-message";
+		argv[argc++] = max_message;
+	}
+	if (o->verbosity >= 2)
+		argv[argc++] = "--verbose";
+	argv[argc] = NULL;
+
+	char **env = build_env(job, NULL, secret_var, NULL, NULL);
+	if (env == NULL) {
+		output_message("error: cmserver %d: out of memory", cm->index);
+		close_pair(ready);
+		close_pair(err);
+		return -1;
+	}
+	/* Its "listening on" line is for people running it by hand; with -v
+	 * it comes to cmrun's stderr along with its diagnostics. */
+	struct child_spec spec = {
+	    .path = job->cmserver_path,
+	    .argv = argv,
+	    .envp = env,
+	    .stdin_fd = job->devnull_fd,
+	    .stdout_fd = o->verbosity >= 1 ? err[1] : job->devnull_fd,
+	    .stderr_fd = err[1],
+	    .keep_fd = ready[1],
+	    .keep_fd2 = -1,
+	};
+	pid_t pid = spawn_process(&spec, why, sizeof why);
+	free(env);
+	close(ready[1]);
+	close(err[1]);
+	if (pid < 0) {
+		output_message("error: cmserver %d: %s", cm->index, why);
+		close(ready[0]);
+		close(err[0]);
+		return -1;
+	}
+	cm->pid = pid;
+	cm->state = PROC_RUNNING;
+	job->cms_running++;
+	cm->ready_fd = ready[0];
+	cm_set_nonblock(ready[0], 1);
+	cm->err = output_source_open(err[0], OUT_STDERR, NULL);
+	output_verbose("cmserver %d started (pid %d, %s, mode %s)", cm->index, (int)pid,
+	               job->cmserver_path, o->mode);
+	return 0;
+}

@@ -1,0 +1,38 @@
+/* Starting processes: finding executables, building environments, and the
+ * fork/exec that every child of cmrun goes through. */
+#ifndef CMRUN_SPAWN_H
+#define CMRUN_SPAWN_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "job.h"
+
+/* Records which signals cmrun was started with ignored; call before any
+ * handler is installed. */
+void spawn_save_signal_dispositions(void);
+
+/* Resolves name as execvp would (a name with '/' as is, else each PATH
+ * entry). Returns a malloc'd path, or NULL with a user-facing reason in
+ * err and *exit_status set to 127 (not found) or 126 (not executable). */
+char *spawn_find_program(const char *name, char *err, size_t errlen, int *exit_status);
+
+/* cmserver: $CHANMEM_CMSERVER, else next to cmrun's own executable, else
+ * ../cmserver/cmserver from it (build tree), else PATH. */
+char *spawn_find_cmserver(char *err, size_t errlen);
+
+/* 32 hex characters from 16 random bytes. Returns 0 or -1. */
+int spawn_make_secret(char out[CM_SECRET_LEN + 1]);
+
+/* The user's environment without the variables cmrun sets for the job. */
+int spawn_base_env(struct job *job);
+
+/* Starts (or restarts, with the incarnation already incremented) one rank:
+ * own process group, PDEATHSIG, stdout/stderr pipes forwarded, job
+ * environment. Returns 0, or -1 with a message already printed. */
+int spawn_rank(struct job *job, struct rank_proc *r);
+
+/* Starts cmserver number cm->index with a ready pipe the loop watches. */
+int spawn_cm(struct job *job, struct cm_proc *cm);
+
+#endif

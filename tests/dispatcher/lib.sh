@@ -1,0 +1,143 @@
+# Shared helpers of the cmrun integration tests (sourced, POSIX sh + bash).
+# The environment gives $CMRUN, $CMSERVER and $TESTSRC (tests/Makefile.am).
+# Every wait here is bounded; every process is stopped by its pid.
+
+: "${TESTSRC:=$(cd "$(dirname "$0")/.." && pwd)}"
+HELPERS="$TESTSRC/dispatcher"
+# Seconds any single cmrun run may take before the test calls it a hang.
+RUN_LIMIT=60
+
+fail() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
+
+skip() {
+	echo "SKIP: $*" >&2
+	exit 77
+}
+
+note() {
+	echo "--- $*"
+}
+
+[ -n "$CMRUN" ] && [ -x "$CMRUN" ] || skip "cmrun not built (CMRUN='$CMRUN')"
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/cmrun-test.XXXXXX") || fail "mktemp"
+STARTED_PIDS=""
+
+cleanup() {
+	# Anything a test started and did not reap (a failed assertion mid-way).
+	for p in $STARTED_PIDS; do
+		kill -KILL "$p" 2>/dev/null
+	done
+	rm -rf "$T"
+}
+trap cleanup EXIT
+
+# The real cmserver for transport cm; tests that need it call need_cmserver.
+need_cmserver() {
+	[ -n "$CMSERVER" ] && [ -x "$CMSERVER" ] || skip "cmserver not built (CMSERVER='$CMSERVER')"
+	CHANMEM_CMSERVER=$CMSERVER
+	export CHANMEM_CMSERVER
+}
+
+# cmrun ARGS... with a hard bound (SIGKILL, so its ranks die with it);
+# stdout/stderr to $T/out, $T/err; status in $rc.
+run_cmrun() {
+	rc=0
+	timeout -s KILL "$RUN_LIMIT" "$CMRUN" "$@" >"$T/out" 2>"$T/err" </dev/null || rc=$?
+	check_not_hung "$@"
+}
+
+check_not_hung() {
+	if [ "$rc" -eq 137 ] && ! grep -q "killed by signal SIGKILL" "$T/err"; then
+		fail "cmrun hung (killed by the test's $RUN_LIMIT s bound): $*"
+	fi
+}
+
+expect_status() {
+	[ "$rc" -eq "$1" ] || {
+		echo "stdout:"; head -20 "$T/out"; echo "stderr:"; head -20 "$T/err"
+		fail "expected exit status $1, got $rc ($2)"
+	}
+}
+
+expect_err() {
+	grep -qF -- "$1" "$T/err" || {
+		echo "stderr:"; head -20 "$T/err"
+		fail "stderr lacks '$1' ($2)"
+	}
+}
+
+# "PID STARTTIME" identifies a process even if the pid number is reused.
+proc_id() {
+	[ -r "/proc/$1/stat" ] || return 1
+	sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk -v p="$1" '{ print p, $20 }'
+}
+
+# True while the process recorded as "PID STARTTIME" runs (zombies count as
+# gone: they no longer run and init reaps them).
+proc_alive() {
+	stat=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null) || return 1
+	set -- "$1" "$2" $stat
+	[ "$3" != Z ] && [ "$3" != X ] && [ "${22}" = "$2" ]
+}
+
+# wait_gone SECONDS FILE: every "PID STARTTIME" line of FILE has stopped.
+wait_gone() {
+	limit=$(( $1 * 10 ))
+	i=0
+	while [ "$i" -lt "$limit" ]; do
+		alive=""
+		while read -r pid start; do
+			[ -n "$pid" ] || continue
+			proc_alive "$pid" "$start" && alive="$alive $pid"
+		done <"$2"
+		[ -z "$alive" ] && return 0
+		sleep 0.1
+		i=$((i + 1))
+	done
+	echo "still running:$alive" >&2
+	for pid in $alive; do
+		ps -o pid,ppid,stat,args -p "$pid" >&2 || true
+		kill -KILL "$pid" 2>/dev/null
+	done
+	return 1
+}
+
+# wait_lines SECONDS FILE N: FILE has at least N lines.
+wait_lines() {
+	limit=$(( $1 * 10 ))
+	i=0
+	while [ "$i" -lt "$limit" ]; do
+		[ -f "$2" ] && [ "$(wc -l <"$2")" -ge "$3" ] && return 0
+		sleep 0.1
+		i=$((i + 1))
+	done
+	return 1
+}
+
+# Starts cmrun ARGS... in the background (bounded); its pid in $CMRUN_PID.
+start_cmrun() {
+	timeout -s KILL "$RUN_LIMIT" "$CMRUN" "$@" >"$T/out" 2>"$T/err" </dev/null &
+	TIMEOUT_PID=$!
+	STARTED_PIDS="$STARTED_PIDS $TIMEOUT_PID"
+	# timeout(1) is the parent; cmrun is its only child.
+	i=0
+	CMRUN_PID=""
+	while [ "$i" -lt 50 ] && [ -z "$CMRUN_PID" ]; do
+		CMRUN_PID=$(cat "/proc/$TIMEOUT_PID/task/$TIMEOUT_PID/children" 2>/dev/null | awk '{ print $1 }')
+		[ -n "$CMRUN_PID" ] || sleep 0.1
+		i=$((i + 1))
+	done
+	[ -n "$CMRUN_PID" ] || fail "cmrun did not start"
+	STARTED_PIDS="$STARTED_PIDS $CMRUN_PID"
+}
+
+# Waits for the background cmrun; its status in $rc.
+wait_cmrun() {
+	rc=0
+	wait "$TIMEOUT_PID" || rc=$?
+	check_not_hung
+}

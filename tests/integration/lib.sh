@@ -1,0 +1,214 @@
+# Helpers for integration scripts that run MPI programs under cmrun.
+# Source it from bash; it reads what `make check` exports (AM_TESTS_ENVIRONMENT):
+#   CMRUN    cmrun to test              PROGDIR  built test programs
+#   TESTSRC  tests/ source directory    (expected outputs live in $TESTSRC/integration)
+# Optional:
+#   ITEST_LAUNCHER=ompi   run the programs under Open MPI's mpirun instead of cmrun
+#                         (proves the programs and expected outputs right; exit codes of
+#                         fatal errors and stderr texts are then implementation-specific
+#                         and only checked loosely)
+#   ITEST_ONLY="a b"      run only the jobs with these names
+#   ITEST_KEEP=1          keep the work directory (outputs of every job) for inspection
+#
+# Every job runs in its own session with a unique marker in its environment, so after
+# it ends every process it left behind is found (by marker or by session), reported as
+# a failure and killed by pid. Nothing else on the machine is touched.
+
+ITEST_JOB_TIMEOUT=${ITEST_JOB_TIMEOUT:-120s} # cmrun --timeout
+ITEST_OUTER_TIMEOUT=180                      # safety net in case cmrun itself hangs
+ITEST_LAUNCHER=${ITEST_LAUNCHER:-cmrun}
+itest_failures=0
+itest_passes=0
+itest_work=
+
+itest_log() {
+	printf '%s\n' "$*"
+}
+
+itest_hard_error() {
+	printf 'ERROR: %s\n' "$*" >&2
+	exit 99 # automake: hard error
+}
+
+itest_cleanup() {
+	if [ -n "$itest_work" ] && [ -d "$itest_work" ]; then
+		if [ "${ITEST_KEEP:-0}" = 1 ]; then
+			itest_log "outputs kept in $itest_work"
+		else
+			rm -rf "$itest_work"
+		fi
+	fi
+}
+
+# itest_setup: check the environment, create the work directory.
+itest_setup() {
+	: "${PROGDIR:?PROGDIR not set (run through make check)}"
+	: "${TESTSRC:?TESTSRC not set (run through make check)}"
+	ITEST_EXPECTED_DIR="$TESTSRC/integration"
+	case "$ITEST_LAUNCHER" in
+	cmrun)
+		: "${CMRUN:?CMRUN not set (run through make check)}"
+		[ -x "$CMRUN" ] || itest_hard_error "cmrun not found or not executable: $CMRUN"
+		;;
+	ompi)
+		command -v mpirun >/dev/null || itest_hard_error "ITEST_LAUNCHER=ompi but no mpirun"
+		;;
+	*) itest_hard_error "ITEST_LAUNCHER must be cmrun or ompi, not '$ITEST_LAUNCHER'" ;;
+	esac
+	itest_work=$(mktemp -d "${TMPDIR:-/tmp}/itest.XXXXXX") || itest_hard_error "mktemp failed"
+	trap itest_cleanup EXIT
+	trap 'exit 130' INT TERM
+}
+
+itest_selected() {
+	[ -z "${ITEST_ONLY:-}" ] && return 0
+	local want
+	for want in $ITEST_ONLY; do
+		[ "$want" = "$1" ] && return 0
+	done
+	return 1
+}
+
+# Pids of live (non-zombie) processes carrying the job's marker or in its session.
+itest_leftovers() {
+	local mark=$1 sid=$2 pid state psid
+	while read -r pid state psid; do
+		case "$state" in Z*) continue ;; esac
+		if [ "$psid" = "$sid" ] ||
+			tr '\0' '\n' 2>/dev/null <"/proc/$pid/environ" | grep -qxF "CHANMEM_ITEST_MARK=$mark"; then
+			printf '%s\n' "$pid"
+		fi
+	done < <(ps -e -o pid=,stat=,sid=)
+}
+
+# After a job: wait (bounded) for its processes to go; report and kill stragglers.
+itest_check_leftovers() {
+	local name=$1 mark=$2 sid=$3 left pid i
+	for i in $(seq 1 50); do
+		left=$(itest_leftovers "$mark" "$sid")
+		[ -z "$left" ] && return 0
+		sleep 0.2
+	done
+	itest_log "  leftover processes after $name:"
+	for pid in $left; do
+		ps -o pid=,ppid=,stat=,args= -p "$pid" | sed 's/^/    /'
+	done
+	for pid in $left; do
+		kill -KILL "$pid" 2>/dev/null
+	done
+	return 1
+}
+
+# itest_run NAME NRANKS [LAUNCHER OPTIONS...] -- PROGRAM [ARGS...]
+# Runs one job; leaves $itest_work/NAME.out, NAME.err and sets itest_rc.
+# Returns non-zero if processes were left behind.
+itest_run() {
+	local name=$1 nranks=$2
+	shift 2
+	local opts=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		opts+=("$1")
+		shift
+	done
+	[ "${1:-}" = -- ] || itest_hard_error "itest_run $name: missing -- before the program"
+	shift
+	local prog=$1
+	shift
+	local cmd
+	if [ "$ITEST_LAUNCHER" = ompi ]; then
+		cmd=(mpirun --allow-run-as-root --oversubscribe -np "$nranks" "$PROGDIR/$prog" "$@")
+	else
+		cmd=("$CMRUN" -n "$nranks" "${opts[@]}" --timeout "$ITEST_JOB_TIMEOUT"
+			"$PROGDIR/$prog" "$@")
+	fi
+	printf '%s\n' "${cmd[*]}" >"$itest_work/$name.cmd"
+	local mark="$name.$$.$RANDOM$RANDOM"
+	local start=$SECONDS
+	# setsid: the job gets its own session (our background child is no group
+	# leader, so setsid does not fork and the session id is $!).
+	CHANMEM_ITEST_MARK=$mark setsid -w timeout -k 10 "$ITEST_OUTER_TIMEOUT" "${cmd[@]}" \
+		</dev/null >"$itest_work/$name.out" 2>"$itest_work/$name.err" &
+	local sid=$!
+	wait "$sid"
+	itest_rc=$?
+	itest_elapsed=$((SECONDS - start))
+	itest_check_leftovers "$name" "$mark" "$sid"
+}
+
+itest_fail() {
+	local name=$1
+	shift
+	itest_failures=$((itest_failures + 1))
+	itest_log "FAIL: $name: $*"
+	itest_log "  command: $(cat "$itest_work/$name.cmd")"
+	if [ -s "$itest_work/$name.err" ]; then
+		itest_log "  stderr (last 20 lines):"
+		tail -n 20 "$itest_work/$name.err" | sed 's/^/    /'
+	fi
+}
+
+itest_pass() {
+	itest_passes=$((itest_passes + 1))
+	itest_log "PASS: $1 (${itest_elapsed}s)"
+}
+
+# itest_expect_success NAME EXPECTED NRANKS [OPTIONS...] -- PROGRAM [ARGS...]
+# Exit status 0, stdout exactly $TESTSRC/integration/EXPECTED.expected, stderr empty,
+# no process left behind.
+itest_expect_success() {
+	local name=$1 expected=$2
+	shift 2
+	itest_selected "$name" || return 0
+	local clean=0
+	itest_run "$name" "$@" || clean=1
+	local exp="$ITEST_EXPECTED_DIR/$expected.expected"
+	[ -f "$exp" ] || itest_hard_error "missing expected output $exp"
+	if [ "$itest_rc" -ne 0 ]; then
+		itest_fail "$name" "exit status $itest_rc, expected 0"
+	elif ! diff -u "$exp" "$itest_work/$name.out" >"$itest_work/$name.diff"; then
+		itest_fail "$name" "stdout differs from $expected.expected:"
+		head -n 40 "$itest_work/$name.diff" | sed 's/^/    /'
+	elif [ "$ITEST_LAUNCHER" = cmrun ] && [ -s "$itest_work/$name.err" ]; then
+		itest_fail "$name" "unexpected output on stderr"
+	elif [ "$clean" -ne 0 ]; then
+		itest_fail "$name" "processes left behind"
+	else
+		itest_pass "$name"
+	fi
+}
+
+# itest_expect_failure NAME STATUS STDERR_PATTERN NRANKS [OPTIONS...] -- PROGRAM [ARGS...]
+# Exit status STATUS, nothing on stdout, stderr with a line matching the extended
+# regular expression STDERR_PATTERN (case-insensitive), no process left behind.
+# Under ITEST_LAUNCHER=ompi only "non-zero" is checked unless STATUS is an MPI_Abort
+# code (then it must match too) and stderr is not checked.
+itest_expect_failure() {
+	local name=$1 status=$2 pattern=$3
+	shift 3
+	itest_selected "$name" || return 0
+	local clean=0
+	itest_run "$name" "$@" || clean=1
+	local status_ok=1
+	if [ "$ITEST_LAUNCHER" = ompi ] && [ "$status" = 1 ]; then
+		[ "$itest_rc" -ne 0 ] || status_ok=0
+	else
+		[ "$itest_rc" -eq "$status" ] || status_ok=0
+	fi
+	if [ "$status_ok" -ne 1 ]; then
+		itest_fail "$name" "exit status $itest_rc, expected $status"
+	elif [ -s "$itest_work/$name.out" ]; then
+		itest_fail "$name" "unexpected stdout: $(head -c 300 "$itest_work/$name.out")"
+	elif [ "$ITEST_LAUNCHER" = cmrun ] && ! grep -qiE -- "$pattern" "$itest_work/$name.err"; then
+		itest_fail "$name" "stderr lacks /$pattern/"
+	elif [ "$clean" -ne 0 ]; then
+		itest_fail "$name" "processes left behind"
+	else
+		itest_pass "$name"
+	fi
+}
+
+# itest_finish: summary line and the script's exit status.
+itest_finish() {
+	itest_log "$itest_passes passed, $itest_failures failed"
+	[ "$itest_failures" -eq 0 ]
+}

@@ -1,0 +1,215 @@
+/* The direct transport through its API: forked rank processes on
+ * 127.0.0.1, listening sockets created up front as cmrun does. */
+#include <config.h>
+
+#include <check.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "jobenv.h"
+#include "net.h"
+#include "protocol.h"
+#include "test_transport_harness.h"
+
+#define JOB_TIMEOUT_S 90
+
+static int run(int n, rank_fn fn)
+{
+	struct tjob job = {.n = n, .transport = "direct"};
+	return tjob_run(&job, fn, JOB_TIMEOUT_S);
+}
+
+START_TEST(sizes_0_to_8mib)
+{
+	ck_assert_int_eq(run(2, scenario_sizes), 0);
+}
+END_TEST
+
+START_TEST(unexpected_messages)
+{
+	ck_assert_int_eq(run(2, scenario_unexpected), 0);
+}
+END_TEST
+
+START_TEST(wildcards)
+{
+	ck_assert_int_eq(run(4, scenario_wildcards), 0);
+}
+END_TEST
+
+START_TEST(order_10000)
+{
+	ck_assert_int_eq(run(3, scenario_order), 0);
+}
+END_TEST
+
+START_TEST(sync_sends)
+{
+	ck_assert_int_eq(run(2, scenario_sync), 0);
+}
+END_TEST
+
+START_TEST(probe)
+{
+	ck_assert_int_eq(run(2, scenario_probe), 0);
+}
+END_TEST
+
+START_TEST(truncation)
+{
+	ck_assert_int_eq(run(2, scenario_truncate), 0);
+}
+END_TEST
+
+START_TEST(self_messages)
+{
+	ck_assert_int_eq(run(2, scenario_self), 0);
+}
+END_TEST
+
+START_TEST(alltoall_8)
+{
+	ck_assert_int_eq(run(8, scenario_alltoall), 0);
+}
+END_TEST
+
+/* No CHANMEM_RANK: a singleton talks to itself, no sockets. */
+START_TEST(singleton)
+{
+	unsetenv(CM_ENV_RANK);
+	struct cm_job job;
+	char name[16];
+	struct cm_transport t;
+	ck_assert_int_eq(cm_job_from_env(&job, name, sizeof name), 0);
+	ck_assert_str_eq(name, "direct");
+	cm_transport_direct(&t);
+	ck_assert_int_eq(t.init(&t, &job), 0);
+	ck_assert_int_eq(scenario_self(&t, 0, 1), 0);
+	struct cm_probe_result pr;
+	ck_assert_int_eq(t.probe(&t, CM_ANY_SOURCE, CM_ANY_TAG, 0, 0, &pr), 0);
+	ck_assert_int_eq(pr.found, 0);
+	struct cm_req bad = {.kind = CM_REQ_SEND, .peer = 1, .tag = 0};
+	ck_assert_int_eq(t.isend(&t, &bad), -1);
+	ck_assert_int_eq(t.finalize(&t), 0);
+	cm_job_free(&job);
+}
+END_TEST
+
+/* Sends one raw frame (header + payload) to addr and returns the type and
+ * code of the answer: the ERROR code, or 0 for HELLO_ACK; -1 if none. */
+static int raw_answer(const struct sockaddr_in *addr, const struct cm_header *h,
+                      const void *payload, int *type)
+{
+	int fd = cm_tcp_connect(addr, 5000);
+	if (fd < 0)
+		return -1;
+	uint8_t hdr[CM_HEADER_SIZE];
+	cm_header_encode(h, hdr);
+	if (cm_write_full(fd, hdr, sizeof hdr) < 0 ||
+	    (h->len && cm_write_full(fd, payload, h->len) < 0)) {
+		close(fd);
+		return -1;
+	}
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	int code = -1;
+	struct cm_limits lim = {.world_size = 0, .max_payload = 4096};
+	struct cm_header ans;
+	if (poll(&p, 1, 10000) == 1 && cm_read_full(fd, hdr, sizeof hdr) == 0 &&
+	    cm_header_decode(hdr, sizeof hdr, &lim, &ans) == CM_OK) {
+		*type = ans.type;
+		code = ans.type == CM_T_ERROR ? ans.tag : 0;
+	}
+	close(fd);
+	return code;
+}
+
+static int hello_with(const struct sockaddr_in *addr, const char *secret, unsigned world,
+                      unsigned kind, int src, int dst)
+{
+	struct cm_hello hello = {.world_size = world, .kind = kind};
+	memcpy(hello.secret, secret, CM_SECRET_LEN);
+	uint8_t payload[CM_HELLO_PAYLOAD];
+	cm_hello_encode(&hello, payload);
+	struct cm_header h = {.type = CM_T_HELLO, .src = src, .dst = dst, .len = CM_HELLO_PAYLOAD};
+	int type = 0;
+	return raw_answer(addr, &h, payload, &type);
+}
+
+/* Rank 1 plays intruder against rank 0's listening socket before talking
+ * to it normally: every bad HELLO is refused with the right code, and
+ * rank 0 keeps working. */
+static int scenario_intruder(struct cm_transport *t, int rank, int size)
+{
+	char buf[16];
+	struct cm_req st;
+	if (rank == 0) {
+		if (t_recv(t, 1, 5, 0, buf, sizeof buf, &st) < 0 || st.st_bytes != 2)
+			FAILF("message after the intruders");
+		return 0;
+	}
+	char peers[256];
+	snprintf(peers, sizeof peers, "%s", getenv(CM_ENV_PEERS));
+	*strchr(peers, ',') = '\0';
+	struct sockaddr_in addr;
+	if (cm_parse_hostport(peers, -1, &addr) < 0)
+		FAILF("address of rank 0");
+	const char *wrong = "ffffffffffffffffffffffffffffffff";
+	int code;
+	if ((code = hello_with(&addr, wrong, 2, CM_PEER_DIRECT, 1, 0)) != CM_E_AUTH)
+		FAILF("wrong secret answered %d", code);
+	if ((code = hello_with(&addr, TEST_SECRET, 3, CM_PEER_DIRECT, 1, 0)) != CM_E_SIZE)
+		FAILF("wrong world size answered %d", code);
+	if ((code = hello_with(&addr, TEST_SECRET, 2, CM_PEER_RANK, 1, 0)) != CM_E_FIELD)
+		FAILF("wrong kind answered %d", code);
+	if ((code = hello_with(&addr, TEST_SECRET, 2, CM_PEER_DIRECT, 0, 0)) != CM_E_RANK)
+		FAILF("HELLO from itself answered %d", code);
+	struct cm_header msg = {.type = CM_T_MSG, .src = 1, .dst = 0, .tag = 5, .len = 2};
+	int type = 0;
+	if ((code = raw_answer(&addr, &msg, "hi", &type)) != CM_E_AUTH)
+		FAILF("MSG before HELLO answered %d", code);
+	struct cm_header junk = {.type = 77};
+	if ((code = raw_answer(&addr, &junk, NULL, &type)) != CM_E_TYPE)
+		FAILF("unknown frame type answered %d", code);
+	if (t_send(t, 0, 5, 0, "ok", 2, 0) < 0)
+		FAILF("send after the intruders");
+	return 0;
+}
+
+START_TEST(intruders_refused)
+{
+	ck_assert_int_eq(run(2, scenario_intruder), 0);
+}
+END_TEST
+
+static Suite *direct_suite(void)
+{
+	Suite *s = suite_create("transport_direct");
+	TCase *tc = tcase_create("direct");
+	tcase_set_timeout(tc, JOB_TIMEOUT_S + 30);
+	tcase_add_test(tc, sizes_0_to_8mib);
+	tcase_add_test(tc, unexpected_messages);
+	tcase_add_test(tc, wildcards);
+	tcase_add_test(tc, order_10000);
+	tcase_add_test(tc, sync_sends);
+	tcase_add_test(tc, probe);
+	tcase_add_test(tc, truncation);
+	tcase_add_test(tc, self_messages);
+	tcase_add_test(tc, alltoall_8);
+	tcase_add_test(tc, singleton);
+	tcase_add_test(tc, intruders_refused);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(direct_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
