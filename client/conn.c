@@ -287,7 +287,7 @@ int cm_conn_refuse(struct cm_conn *c, enum cm_err code, const char *fmt, ...)
 		shutdown(c->fd, SHUT_WR);
 		c->shut = 1;
 	}
-	return cm_conn_fail(c, "refused: %s (%s)", text, cm_err_str(code));
+	return cm_conn_fail(c, "refused (error %d): %s", (int)code, text);
 }
 
 void cm_conn_shutdown(struct cm_conn *c)
@@ -309,7 +309,7 @@ static void print_error_frame(struct cm_conn *c, const struct cm_header *h)
 		text[i] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '?';
 	}
 	text[n] = '\0';
-	cm_conn_fail(c, "refused by the other side: error %d (%s): %s", h->tag,
+	cm_conn_fail(c, "refused by the other side, error %d (%s): %s", h->tag,
 	             cm_err_str((enum cm_err)h->tag), text);
 }
 
@@ -407,9 +407,8 @@ static int dispatch(struct cm_conn *c)
 			avail -= CM_HEADER_SIZE;
 			if (e != CM_OK) {
 				if (c->accepted)
-					return cm_conn_refuse(c, e, "bad %s frame: %s",
-					                      cm_type_str(c->in_h.type),
-					                      cm_err_str(e));
+					return cm_conn_refuse(c, e, "bad frame (type %u): %s",
+					                      c->in_h.type, cm_err_str(e));
 				return cm_conn_fail(c, "bad frame received: %s", cm_err_str(e));
 			}
 			if (begin_frame(c) < 0)
@@ -512,57 +511,4 @@ void cm_conn_redirect(struct cm_conn *c, const struct cm_sink *sink)
 	if (keep > 0)
 		memcpy(sink->buf, c->in_sink.buf, keep);
 	c->in_sink = *sink;
-}
-
-/* ---- requests by id ---- */
-
-int cm_reqmap_put(struct cm_reqmap *m, struct cm_req *req)
-{
-	if (m->count >= m->nbuckets) {
-		size_t nb = m->nbuckets ? m->nbuckets * 2 : 64;
-		struct cm_req **b = calloc(nb, sizeof *b);
-		if (b == NULL)
-			return -1;
-		for (size_t i = 0; i < m->nbuckets; i++) {
-			struct cm_req *r = m->buckets[i];
-			while (r) {
-				struct cm_req *next = r->t_next;
-				size_t k = (size_t)r->id & (nb - 1);
-				r->t_next = b[k];
-				b[k] = r;
-				r = next;
-			}
-		}
-		free(m->buckets);
-		m->buckets = b;
-		m->nbuckets = nb;
-	}
-	size_t k = (size_t)req->id & (m->nbuckets - 1);
-	req->t_next = m->buckets[k];
-	m->buckets[k] = req;
-	m->count++;
-	return 0;
-}
-
-struct cm_req *cm_reqmap_take(struct cm_reqmap *m, uint64_t id)
-{
-	if (m->nbuckets == 0)
-		return NULL;
-	struct cm_req **pp = &m->buckets[(size_t)id & (m->nbuckets - 1)];
-	for (; *pp; pp = &(*pp)->t_next) {
-		struct cm_req *r = *pp;
-		if (r->id == id) {
-			*pp = r->t_next;
-			r->t_next = NULL;
-			m->count--;
-			return r;
-		}
-	}
-	return NULL;
-}
-
-void cm_reqmap_free(struct cm_reqmap *m)
-{
-	free(m->buckets);
-	memset(m, 0, sizeof *m);
 }

@@ -4,6 +4,7 @@
  * naming the variable instead of a hang or a confusing connect error. */
 #include <config.h>
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -251,6 +252,24 @@ static int parse_cms(const char *transport, struct cm_job *job)
 	return 0;
 }
 
+/* The listening socket must be the one the others will connect to. */
+static int check_own_port(const struct cm_job *job)
+{
+	struct sockaddr_in bound, listed;
+	socklen_t len = sizeof bound;
+	if (getsockname(job->listen_fd, (struct sockaddr *)&bound, &len) < 0 ||
+	    bound.sin_family != AF_INET)
+		return 0; /* not IPv4: the connect will tell */
+	cm_parse_hostport(job->peers[job->rank], -1, &listed);
+	if (bound.sin_port != listed.sin_port) {
+		cm_err("%s: fd %d listens on port %u but %s gives rank %d the address %s",
+		       CM_ENV_LISTEN_FD, job->listen_fd, (unsigned)ntohs(bound.sin_port),
+		       CM_ENV_PEERS, job->rank, job->peers[job->rank]);
+		return -1;
+	}
+	return 0;
+}
+
 static int parse_direct(const char *transport, struct cm_job *job)
 {
 	const char *peers = getenv(CM_ENV_PEERS);
@@ -271,7 +290,7 @@ static int parse_direct(const char *transport, struct cm_job *job)
 		return -1;
 	if (fd != NULL && check_listen_fd(fd, job) < 0)
 		return -1;
-	return 0;
+	return job->peers && job->listen_fd >= 0 ? check_own_port(job) : 0;
 }
 
 int cm_job_from_env(struct cm_job *job, char *transport_name, size_t namelen)

@@ -5,13 +5,16 @@
  *
  * Progress model: single-threaded (MPI_THREAD_FUNNELED at most). Nothing
  * happens in the background: the MPI layer calls progress() while it waits,
- * and progress() blocks in poll() until some I/O could be done (never a busy
+ * and progress() blocks in the kernel (poll/epoll, or recvmsg when only one
+ * connection can produce anything) until some I/O could be done (never a busy
  * spin: a 2-core machine runs the ranks and the servers side by side). */
 #ifndef CHANMEM_TRANSPORT_H
 #define CHANMEM_TRANSPORT_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "protocol.h" /* CM_ANY_SOURCE, CM_ANY_TAG */
 
 enum cm_req_kind { CM_REQ_SEND = 1, CM_REQ_RECV = 2 };
 

@@ -1,14 +1,22 @@
 /* The direct transport: a TCP mesh between ranks, no channel memory (the
  * baseline the fault-tolerant transport is measured against).
  *
- * Rank i sends to j over the one connection i opens to j at its first send
- * (HELLO kind CM_PEER_DIRECT, pipelined with the first messages), so the
- * order of i's messages to j is TCP order. j accepts on the listening
- * socket cmrun created for it, checks the HELLO (secret, world size, ranks)
- * and answers HELLO_ACK, or ERROR and closes. Matching happens here in the
- * receiver (transport_direct_match.c): a message is matched when its header arrives,
- * so the payload of a posted receive is read straight into its buffer.
- * Every message is sent eagerly, whatever its size. */
+ * Connections are opened lazily, at a rank's first send to another: HELLO
+ * (kind CM_PEER_DIRECT, job secret) goes out pipelined with the first
+ * messages; the other side checks it (secret, world size, ranks) and
+ * answers HELLO_ACK, or ERROR and closes. A pair of ranks shares that one
+ * connection both ways: j sends to i on the connection i opened unless j
+ * had opened its own first (both sides sending at once). Either way all
+ * of a rank's messages to another take one TCP stream, which gives MPI's
+ * per-pair order, and a SYNC_ACK goes back on the stream its message came
+ * on. Matching happens in the receiver (transport_direct_match.c) when a
+ * header arrives, so the payload of a posted receive is read straight into
+ * its buffer. Every message is sent eagerly, whatever its size.
+ *
+ * Waiting: epoll over the listening socket and every connection; once no
+ * rank can open a new connection to us and there is only one connection,
+ * progress(-1) sleeps in recvmsg() on it instead (one system call per
+ * message, as a plain blocking TCP program). */
 #include <config.h>
 
 #include <errno.h>
@@ -378,6 +386,10 @@ static int direct_probe(struct cm_transport *t, int src, int tag, uint32_t ctx, 
                         struct cm_probe_result *out)
 {
 	struct direct *s = t->state;
+	if ((src < 0 && src != CM_ANY_SOURCE) || src >= s->size || (tag < 0 && tag != CM_ANY_TAG)) {
+		cm_err("rank %d: probe for source %d tag %d: bad source or tag", s->rank, src, tag);
+		return -1;
+	}
 	memset(out, 0, sizeof *out);
 	out->source = out->tag = -1;
 	if (direct_find_unexpected(s, src, tag, ctx, out))

@@ -141,6 +141,24 @@ START_TEST(lost_cm_is_fatal)
 }
 END_TEST
 
+static int scenario_never_runs(struct cm_transport *t, int rank, int size)
+{
+	FAILF("init succeeded with a wrong secret");
+}
+
+/* The CM refuses a wrong secret (ERROR, printed): init fails, no hang. */
+START_TEST(wrong_secret_refused)
+{
+	char addr[64];
+	pid_t cm = cmserver_start(addr, sizeof addr);
+	ck_assert_int_gt(cm, 0);
+	struct tjob job = {
+	    .n = 2, .transport = "cm", .cms = addr, .secret = "ffffffffffffffffffffffffffffffff"};
+	ck_assert_int_eq(tjob_run(&job, scenario_never_runs, JOB_TIMEOUT_S), 2);
+	ck_assert_int_eq(cmserver_stop(cm), 0);
+}
+END_TEST
+
 static Suite *cm_suite(void)
 {
 	Suite *s = suite_create("transport_cm");
@@ -159,6 +177,7 @@ static Suite *cm_suite(void)
 	tcase_add_test(tc, two_cms_wildcards_explicit_home);
 	tcase_add_test(tc, two_cms_alltoall);
 	tcase_add_test(tc, lost_cm_is_fatal);
+	tcase_add_test(tc, wrong_secret_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -185,6 +185,116 @@ START_TEST(intruders_refused)
 }
 END_TEST
 
+/* Writes len bytes in small pieces with pauses, so the receiver sees
+ * headers and payloads split across many reads. */
+static int trickle(int fd, const void *buf, size_t len, size_t piece)
+{
+	const uint8_t *p = buf;
+	for (size_t off = 0; off < len; off += piece) {
+		size_t n = len - off < piece ? len - off : piece;
+		if (cm_write_full(fd, p + off, n) < 0)
+			return -1;
+		if ((off / piece) % 8 == 0)
+			poll(NULL, 0, 1);
+	}
+	return 0;
+}
+
+static int send_frame(int fd, struct cm_header *h, const void *payload, size_t piece)
+{
+	uint8_t hdr[CM_HEADER_SIZE];
+	cm_header_encode(h, hdr);
+	if (trickle(fd, hdr, sizeof hdr, piece) < 0)
+		return -1;
+	return h->len ? trickle(fd, payload, h->len, piece) : 0;
+}
+
+static int read_frame(int fd, struct cm_header *h, void *payload, size_t cap)
+{
+	uint8_t hdr[CM_HEADER_SIZE];
+	struct cm_limits lim = {.world_size = 2, .max_payload = 1u << 20};
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	if (poll(&p, 1, 20000) != 1 || cm_read_full(fd, hdr, sizeof hdr) < 0 ||
+	    cm_header_decode(hdr, sizeof hdr, &lim, h) != CM_OK || h->len > cap)
+		return -1;
+	return h->len ? cm_read_full(fd, payload, h->len) : 0;
+}
+
+/* Rank 1 speaks the direct protocol by hand, a few bytes per write:
+ * rank 0 must reassemble every frame, adopt the connection for its own
+ * messages back (HELLO_ACK clock 0) and send its SYNC_ACK on it. */
+static int scenario_trickle(struct cm_transport *t, int rank, int size)
+{
+	static uint8_t buf[100000];
+	struct cm_req st;
+	if (rank == 0) {
+		static const size_t lens[] = {0, 10, 100000, 5};
+		for (int i = 0; i < 4; i++) {
+			if (t_recv(t, 1, i, 0, buf, sizeof buf, &st) < 0 ||
+			    st.st_bytes != lens[i] ||
+			    check_pattern(buf, lens[i], (uint32_t)i) != (size_t)-1)
+				FAILF("trickled message %d", i);
+		}
+		fill_pattern(buf, 3000, 99);
+		if (t_send(t, 1, 42, 0, buf, 3000, 1) < 0)
+			FAILF("synchronous send back on the adopted connection");
+		return 0;
+	}
+	char peers[256];
+	snprintf(peers, sizeof peers, "%s", getenv(CM_ENV_PEERS));
+	*strchr(peers, ',') = '\0';
+	struct sockaddr_in addr;
+	int fd;
+	if (cm_parse_hostport(peers, -1, &addr) < 0 || (fd = cm_tcp_connect(&addr, 5000)) < 0)
+		FAILF("connect to rank 0");
+	struct cm_hello hello = {.world_size = 2, .kind = CM_PEER_DIRECT};
+	memcpy(hello.secret, TEST_SECRET, CM_SECRET_LEN);
+	uint8_t payload[CM_HELLO_PAYLOAD];
+	cm_hello_encode(&hello, payload);
+	struct cm_header h = {.type = CM_T_HELLO, .src = 1, .dst = 0, .len = CM_HELLO_PAYLOAD};
+	struct cm_header ans;
+	if (send_frame(fd, &h, payload, 3) < 0 || read_frame(fd, &ans, buf, sizeof buf) < 0 ||
+	    ans.type != CM_T_HELLO_ACK || ans.dst != 1 || ans.clock != 0)
+		FAILF("handshake: answer type %d clock %llu", ans.type,
+		      (unsigned long long)ans.clock);
+	static const size_t lens[] = {0, 10, 100000, 5};
+	static const size_t pieces[] = {1, 3, 4093, 1};
+	for (int i = 0; i < 4; i++) {
+		fill_pattern(buf, lens[i], (uint32_t)i);
+		struct cm_header m = {.type = CM_T_MSG,
+		                      .src = 1,
+		                      .dst = 0,
+		                      .tag = i,
+		                      .clock = (uint64_t)i,
+		                      .len = (uint32_t)lens[i]};
+		if (send_frame(fd, &m, buf, pieces[i]) < 0)
+			FAILF("trickle message %d", i);
+	}
+	if (read_frame(fd, &ans, buf, sizeof buf) < 0 || ans.type != CM_T_MSG ||
+	    !(ans.flags & CM_F_SYNC) || ans.src != 0 || ans.tag != 42 || ans.len != 3000 ||
+	    check_pattern(buf, 3000, 99) != (size_t)-1)
+		FAILF("synchronous message from rank 0");
+	struct cm_header ack = {.type = CM_T_SYNC_ACK,
+	                        .src = 1,
+	                        .dst = 0,
+	                        .tag = ans.tag,
+	                        .ctx = ans.ctx,
+	                        .clock = ans.clock};
+	if (send_frame(fd, &ack, NULL, 5) < 0)
+		FAILF("SYNC_ACK");
+	/* Rank 0's finalize ends its side; we see the end of the stream. */
+	if (read_frame(fd, &ans, buf, sizeof buf) == 0)
+		FAILF("unexpected frame type %d after the exchange", ans.type);
+	close(fd);
+	return 0;
+}
+
+START_TEST(partial_frames_and_adopted_connection)
+{
+	ck_assert_int_eq(run(2, scenario_trickle), 0);
+}
+END_TEST
+
 static Suite *direct_suite(void)
 {
 	Suite *s = suite_create("transport_direct");
@@ -201,6 +311,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, alltoall_8);
 	tcase_add_test(tc, singleton);
 	tcase_add_test(tc, intruders_refused);
+	tcase_add_test(tc, partial_frames_and_adopted_connection);
 	suite_add_tcase(s, tc);
 	return s;
 }

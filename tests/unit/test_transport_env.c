@@ -37,22 +37,26 @@ static void cm_env(void)
 }
 
 static int listen_fd = -1;
+static char own_addr[32]; /* where listen_fd listens */
 
+/* A valid direct job of 3 ranks, rank 2, its listening socket open. */
 static void direct_env(void)
 {
 	clear_env();
 	if (listen_fd < 0) {
-		struct sockaddr_in any;
+		struct sockaddr_in any, bound;
 		cm_parse_hostport("127.0.0.1:0", 0, &any);
-		listen_fd = cm_tcp_listen(&any, NULL);
+		listen_fd = cm_tcp_listen(&any, &bound);
+		cm_format_addr(&bound, own_addr, sizeof own_addr);
 	}
-	char fd[16];
+	char fd[16], peers[128];
 	snprintf(fd, sizeof fd, "%d", listen_fd);
+	snprintf(peers, sizeof peers, "127.0.0.1:5000,127.0.0.1:5001,%s", own_addr);
 	setenv(CM_ENV_RANK, "2", 1);
 	setenv(CM_ENV_SIZE, "3", 1);
 	setenv(CM_ENV_SECRET, SECRET, 1);
 	setenv(CM_ENV_TRANSPORT, "direct", 1);
-	setenv(CM_ENV_PEERS, "127.0.0.1:5000,127.0.0.1:5001,127.0.0.1:5002", 1);
+	setenv(CM_ENV_PEERS, peers, 1);
 	setenv(CM_ENV_LISTEN_FD, fd, 1);
 }
 
@@ -165,7 +169,8 @@ START_TEST(direct_job)
 	ck_assert_int_eq(job.rank, 2);
 	ck_assert_int_eq(job.size, 3);
 	ck_assert_int_eq(job.listen_fd, listen_fd);
-	ck_assert_str_eq(job.peers[2], "127.0.0.1:5002");
+	ck_assert_str_eq(job.peers[0], "127.0.0.1:5000");
+	ck_assert_str_eq(job.peers[2], own_addr);
 	ck_assert_int_eq(job.ncms, 0);
 	cm_job_free(&job);
 }
@@ -292,6 +297,16 @@ START_TEST(direct_fd_not_listening)
 }
 END_TEST
 
+/* The listening socket is not the one CHANMEM_PEERS gives this rank. */
+START_TEST(direct_fd_port_mismatch)
+{
+	direct_env();
+	setenv(CM_ENV_PEERS, "127.0.0.1:5000,127.0.0.1:5001,127.0.0.1:5002", 1);
+	expect_refused(CM_ENV_LISTEN_FD);
+	ck_assert_ptr_nonnull(strstr(printed, CM_ENV_PEERS));
+}
+END_TEST
+
 START_TEST(transport_name_buffer_too_small)
 {
 	cm_env();
@@ -316,6 +331,7 @@ static Suite *env_suite(void)
 	tcase_add_loop_test(tc, direct_bad_values, 0,
 	                    (int)(sizeof direct_bad / sizeof direct_bad[0]));
 	tcase_add_test(tc, direct_fd_not_listening);
+	tcase_add_test(tc, direct_fd_port_mismatch);
 	tcase_add_test(tc, transport_name_buffer_too_small);
 	suite_add_tcase(s, tc);
 	return s;

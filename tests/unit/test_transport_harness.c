@@ -12,6 +12,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
+
 #include "conn.h"
 #include "jobenv.h"
 #include "net.h"
@@ -200,7 +204,7 @@ int tjob_run(const struct tjob *job, rank_fn fn, int timeout_s)
 			continue;
 		/* child: the environment cmrun would give rank i */
 		set_int_env(CM_ENV_SIZE, n);
-		setenv(CM_ENV_SECRET, TEST_SECRET, 1);
+		setenv(CM_ENV_SECRET, job->secret ? job->secret : TEST_SECRET, 1);
 		setenv(CM_ENV_TRANSPORT, job->transport, 1);
 		unsetenv(CM_ENV_INCARNATION);
 		unsetenv(CM_ENV_PEERS);
@@ -218,8 +222,16 @@ int tjob_run(const struct tjob *job, rank_fn fn, int timeout_s)
 				if (j != i)
 					close(lfds[j]);
 		}
+		free(lfds);
+		free(pids);
+		free(peers);
 		int rc = run_rank(job, fn, i);
 		fflush(NULL);
+#ifdef __SANITIZE_ADDRESS__
+		/* _exit skips the leak check: a rank must end with nothing leaked. */
+		if (rc == 0 && __lsan_do_recoverable_leak_check() != 0)
+			rc = 5;
+#endif
 		_exit(rc);
 	}
 	for (int i = 0; i < n; i++)
