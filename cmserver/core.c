@@ -84,7 +84,8 @@ struct cm_session *cm_session_new(struct cm_core *core, void *engine_data)
 	struct cm_session *s = calloc(1, sizeof *s);
 	if (s == NULL)
 		return NULL;
-	s->in = malloc(CM_STAGING_SIZE);
+	s->in_cap = CM_UNAUTH_STAGING;
+	s->in = malloc(s->in_cap);
 	if (s->in == NULL) {
 		free(s);
 		return NULL;
@@ -121,7 +122,7 @@ void cm_session_release(struct cm_session *s)
 
 int cm_session_closing(const struct cm_session *s)
 {
-	return s->state == CM_S_CLOSING;
+	return sess_state(s) == CM_S_CLOSING;
 }
 
 int cm_session_rank(const struct cm_session *s)
@@ -148,10 +149,9 @@ static void unregister(struct cm_session *s)
 
 void cm_session_closed(struct cm_session *s)
 {
-	if (s->state == CM_S_GONE)
+	if (__atomic_exchange_n(&s->state, CM_S_GONE, __ATOMIC_ACQ_REL) == CM_S_GONE)
 		return;
 	unregister(s);
-	s->state = CM_S_GONE;
 	cm_entry_free(s->in_entry);
 	s->in_entry = NULL;
 	struct cm_core_hooks *hk = &s->core->cfg.hooks;
@@ -169,7 +169,7 @@ void cm_core_emit(struct cm_session *to, const struct cm_out_item *item)
 	struct cm_core_hooks *hk = &to->core->cfg.hooks;
 	if (hk->out_lock)
 		hk->out_lock(hk->ctx, to);
-	if (to->state == CM_S_GONE) {
+	if (sess_state(to) == CM_S_GONE) {
 		/* The connection is gone: the frame has nowhere to go. */
 		cm_buf_unref(item->ref);
 	} else {
@@ -177,7 +177,7 @@ void cm_core_emit(struct cm_session *to, const struct cm_out_item *item)
 		if (!cm_outq_push(&to->out, item)) {
 			cm_err("out of memory queueing a %s frame; closing the connection",
 			       cm_type_str(item->head[1]));
-			to->state = CM_S_CLOSING;
+			sess_begin_closing(to);
 			was_empty = true;
 		}
 		if (was_empty && hk->wake)
@@ -215,7 +215,7 @@ size_t cm_session_out_pending(const struct cm_session *s)
 
 void cm_session_fail(struct cm_session *s, enum cm_err code, const char *fmt, ...)
 {
-	if (s->state == CM_S_CLOSING || s->state == CM_S_GONE)
+	if (!sess_begin_closing(s))
 		return;
 	char text[CM_ERROR_TEXT_MAX + 1];
 	va_list ap;
@@ -244,12 +244,10 @@ void cm_session_fail(struct cm_session *s, enum cm_err code, const char *fmt, ..
 	it.head_len = CM_HEADER_SIZE;
 	it.body_len = (uint32_t)n;
 	it.body = it.ref ? it.ref->data : NULL;
-	/* The session stops reading; what it already queued goes out first. */
-	s->state = CM_S_CLOSING;
+	/* The session stops reading; what it already queued goes out first.
+	 * The engine learns it must close from the wake of this push, or
+	 * from cm_session_closing once the earlier output is written. */
 	cm_core_emit(s, &it);
-	struct cm_core_hooks *hk = &s->core->cfg.hooks;
-	if (hk->wake)
-		hk->wake(hk->ctx, s);
 }
 
 /* ---- dispatch ---- */
@@ -258,11 +256,11 @@ int cm_frame_domain(const struct cm_frame *f)
 {
 	switch (f->h.type) {
 	case CM_T_MSG:
-		return f->h.dst;
-	case CM_T_HELLO:
 	case CM_T_RECV_REQ:
 	case CM_T_PROBE:
-		return f->h.type == CM_T_HELLO ? f->h.src : f->h.dst;
+		return f->h.dst; /* for RECV_REQ and PROBE, the connection's rank */
+	case CM_T_HELLO:
+		return f->h.src;
 	default:
 		return -1;
 	}
@@ -303,7 +301,8 @@ static void handle_hello(struct cm_session *s, const struct cm_frame *f)
 		return;
 	}
 	if (hello->kind != CM_PEER_RANK) {
-		cm_session_fail(s, CM_E_FIELD, "peer kind %u: a channel memory accepts ranks (kind 0)",
+		cm_session_fail(s, CM_E_FIELD,
+		                "peer kind %u: a channel memory accepts ranks (kind 0)",
 		                (unsigned)hello->kind);
 		return;
 	}
@@ -351,9 +350,10 @@ static void handle_hello(struct cm_session *s, const struct cm_frame *f)
 		unregister(old);
 	}
 
+	if (!sess_move(s, CM_S_NEW, CM_S_READY))
+		return; /* closed meanwhile */
 	s->rank = rank;
 	s->incarnation = hello->incarnation;
-	s->state = CM_S_READY;
 	s->registered = true;
 	core->rank_sess[rank] = s;
 
@@ -396,7 +396,8 @@ static void handle_msg(struct cm_session *s, struct cm_frame *f)
 void cm_core_dispatch(struct cm_session *s, struct cm_frame *f)
 {
 	struct cm_core *core = s->core;
-	if (s->state == CM_S_CLOSING || s->state == CM_S_GONE) {
+	enum cm_sess_state st = sess_state(s);
+	if (st == CM_S_CLOSING || st == CM_S_GONE) {
 		/* A frame parsed before the session was closed by someone else. */
 		cm_entry_free(f->entry);
 		f->entry = NULL;
@@ -423,7 +424,8 @@ void cm_core_dispatch(struct cm_session *s, struct cm_frame *f)
 		break;
 	case CM_T_BYE: {
 		struct cm_header ack = {.type = CM_T_BYE_ACK, .src = s->rank, .dst = s->rank};
-		s->state = CM_S_BYE;
+		if (!sess_move(s, CM_S_READY, CM_S_BYE))
+			break;
 		s->said_bye = true;
 		cm_core_emit_header(s, &ack);
 		cm_info("rank %d said BYE", (int)s->rank);

@@ -8,8 +8,9 @@
  * (cm_session_read_iov: the session's staging buffer, or straight into the
  * payload buffer of the log entry being received, so a large message is
  * copied once, from the socket into the log), reads with readv, and reports
- * how many bytes arrived (cm_session_input). The frame-assembly state
- * survives any split of the byte stream.
+ * how many bytes arrived (cm_session_input, or, for engines that lock per
+ * domain, cm_session_received + cm_session_next_frame + cm_core_dispatch).
+ * The frame-assembly state survives any split of the byte stream.
  *
  * Writing. Frames for a connection go to that session's output queue: a
  * header buffer plus a reference to payload bytes (a log entry's payload is
@@ -48,10 +49,13 @@
  *                obvious re-sends early; the value only grows, and
  *                dispatch checks again, so a stale read is harmless.
  *
- *   GLOBAL       world size, the rank -> live session table, the delivered-
- *                bytes budget. Touched by dispatching HELLO and by
- *                cm_session_closed. world_size is written once (0 -> N, at
- *                the first accepted HELLO) and read by header decoding.
+ *   GLOBAL       world size, the rank -> live session table. Touched by
+ *                dispatching HELLO and by cm_session_closed. world_size is
+ *                written once (0 -> N, at the first accepted HELLO) and read
+ *                (atomically) by header decoding. The delivered-bytes budget
+ *                of --log-mem is one atomic counter shared by every DEST;
+ *                the counters of cm_core_stats are plain and approximate
+ *                under threads.
  *
  * What each call needs (lock order when several: GLOBAL, SENDER, DEST,
  * OUTQ):
@@ -62,9 +66,15 @@
  *                            RECV_REQ, PROBE:   DEST(rank) (+ OUTQs)
  *                            BYE:               OUTQ(s)
  *                            cm_frame_domain() names the rank.
- *   cm_session_closed(s)     GLOBAL + DEST(rank of s)
+ *   cm_session_closed(s)     GLOBAL + DEST(rank of s) + SESSION(s) + OUTQ(s)
  *   cm_session_next_frame(s) SESSION(s); on a bad frame also OUTQ(s) (ERROR)
  *   cm_session_out_*(s)      OUTQ(s)
+ *
+ * Session state (new / ready / bye / closing / gone) is atomic: a HELLO of a
+ * newer incarnation marks the old session closing from another thread. The
+ * matcher (DEST) skips waits of closing sessions, so nothing is delivered
+ * to a connection that is going away; the message waits for the rank's
+ * next connection.
  *
  * Lifetimes. Sessions and payload buffers are reference counted with atomic
  * counters. The engine holds one reference on each session it created and
@@ -163,8 +173,8 @@ void cm_session_received(struct cm_session *s, size_t n);
 /* One complete frame, ready for cm_core_dispatch. */
 struct cm_frame {
 	struct cm_header h;
-	struct cm_hello hello;   /* HELLO */
-	struct cm_entry *entry;  /* MSG: the filled log entry (owned by the frame until dispatch) */
+	struct cm_hello hello;  /* HELLO */
+	struct cm_entry *entry; /* MSG: the filled log entry (owned by the frame until dispatch) */
 };
 
 /* Next complete frame of s: 1 (and *f filled), 0 when more bytes are needed

@@ -122,6 +122,16 @@ enum cm_sess_state {
 };
 
 #define CM_STAGING_SIZE (64 * 1024)
+/* Until its HELLO is accepted a connection gets a staging buffer just big
+ * enough for a HELLO frame: idle or hostile unauthenticated peers cost
+ * little memory. */
+#define CM_UNAUTH_STAGING 128
+/* After a MSG of at least CM_BULK_MSG bytes, staging reads shrink to
+ * CM_BULK_READ: the next frame is likely another large MSG, whose payload
+ * should go straight into its log entry rather than through staging (only
+ * the first CM_BULK_READ bytes of it are copied). */
+#define CM_BULK_MSG (32 * 1024)
+#define CM_BULK_READ (4 * 1024)
 
 struct cm_session {
 	struct cm_core *core;
@@ -136,15 +146,40 @@ struct cm_session {
 	/* Input: bytes land in the staging buffer, or straight in in_entry's
 	 * payload while a MSG's payload is outstanding. */
 	uint8_t *in;
-	size_t in_pos, in_end;
+	size_t in_cap, in_pos, in_end;
 	struct cm_entry *in_entry;
 	uint32_t in_got;
-	uint64_t in_skip; /* payload bytes of a dropped re-send still to discard */
-	size_t last_iov0; /* length of the first iovec handed out (payload part) */
-	bool last_iov_payload;
+	uint64_t in_skip;      /* payload bytes of a dropped re-send still to discard */
+	bool last_iov_payload; /* the last read_iov started with in_entry's payload */
+	bool bulk;             /* the last MSG was large: read staging in small pieces */
 
 	struct cm_outq out;
 };
+
+/* The state may be moved to CLOSING by another session's HELLO (a newer
+ * incarnation replaces this connection), so every access is atomic and every
+ * transition a compare-and-swap from the state the caller saw. */
+static inline enum cm_sess_state sess_state(const struct cm_session *s)
+{
+	return __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+}
+
+static inline bool sess_move(struct cm_session *s, enum cm_sess_state from, enum cm_sess_state to)
+{
+	return __atomic_compare_exchange_n(&s->state, &from, to, false, __ATOMIC_ACQ_REL,
+	                                   __ATOMIC_ACQUIRE);
+}
+
+/* Any live state -> CLOSING; false if it was already closing or gone. */
+static inline bool sess_begin_closing(struct cm_session *s)
+{
+	enum cm_sess_state cur = sess_state(s);
+	while (cur != CM_S_CLOSING && cur != CM_S_GONE)
+		if (__atomic_compare_exchange_n(&s->state, &cur, CM_S_CLOSING, false,
+		                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			return true;
+	return false;
+}
 
 /* ---- the core ---- */
 
@@ -168,7 +203,7 @@ void cm_core_emit(struct cm_session *to, const struct cm_out_item *item);
 void cm_core_emit_header(struct cm_session *to, const struct cm_header *h);
 /* Queues ERROR(code, text) on s and marks it closing. */
 void cm_session_fail(struct cm_session *s, enum cm_err code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 struct cm_entry *cm_entry_new(const struct cm_header *h);
 void cm_entry_free(struct cm_entry *e);
 

@@ -12,18 +12,18 @@
 #include "net.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <ev.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define WRITE_IOV 64         /* iovecs per sendmsg: up to 32 frames */
-#define READS_PER_EVENT 16   /* full-buffer reads before yielding to other sockets */
-#define CLOSE_LINGER 2.0     /* seconds a refused peer gets to read its ERROR */
-#define ACCEPT_PAUSE 0.1     /* seconds without accepting after EMFILE and the like */
+#define WRITE_IOV 64       /* iovecs per sendmsg: up to 32 frames */
+#define READS_PER_EVENT 16 /* full-buffer reads before yielding to other sockets */
+#define CLOSE_LINGER 2.0   /* seconds a refused peer gets to read its ERROR */
+#define ACCEPT_PAUSE 0.1   /* seconds without accepting after EMFILE and the like */
 
 struct mono;
 
@@ -297,6 +297,10 @@ int cm_engine_mono(const struct cm_server_opts *opts, int listen_fd)
 	sigprocmask(SIG_UNBLOCK, &stop, NULL);
 
 	ev_run(m.loop, 0);
+	/* Shutting down: a second SIGTERM (a launcher signalling the process
+	 * group and the process) must not kill us half-way once the watchers
+	 * below restore the default action. */
+	sigprocmask(SIG_BLOCK, &stop, NULL);
 
 	struct cm_core_stats st;
 	cm_core_stats(m.core, &st);

@@ -1,10 +1,10 @@
 /* Frame assembly (SESSION domain, see core.h): turns the byte stream of one
  * connection into complete, validated frames, whatever the read sizes.
  *
- * Bytes land in a 64 KiB staging buffer, so one read takes many small frames
- * at once. When a MSG header is parsed its log entry is allocated right away;
- * the payload bytes already staged are copied into it, and the rest is read
- * straight into the entry (first iovec), with the staging buffer as the
+ * Bytes land in a 64 KiB staging buffer (128 bytes before authentication), so one read takes many
+ * small frames at once (4 KiB pieces after a large MSG: see CM_BULK_MSG). When a MSG header is
+ * parsed its log entry is allocated right away; the payload bytes already staged are copied into
+ * it, and the rest is read straight into the entry (first iovec), with the staging buffer as the
  * second iovec for the frames that follow. A large message is thus copied
  * once from the socket into the log. After every parse the staging buffer
  * holds at most one partial header (or HELLO), moved to its start. */
@@ -13,6 +13,7 @@
 #include "core_impl.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define HELLO_FRAME (CM_HEADER_SIZE + CM_HELLO_PAYLOAD)
@@ -30,7 +31,8 @@ static void compact(struct cm_session *s)
 
 static bool discarding(const struct cm_session *s)
 {
-	return s->state == CM_S_CLOSING || s->state == CM_S_GONE;
+	enum cm_sess_state st = sess_state(s);
+	return st == CM_S_CLOSING || st == CM_S_GONE;
 }
 
 static void drop_input(struct cm_session *s)
@@ -48,6 +50,13 @@ int cm_session_read_iov(struct cm_session *s, struct iovec iov[2])
 		drop_input(s);
 	if (s->in_pos > 0)
 		compact(s);
+	if (s->in_cap < CM_STAGING_SIZE && sess_state(s) != CM_S_NEW) {
+		uint8_t *bigger = realloc(s->in, CM_STAGING_SIZE);
+		if (bigger) { /* else keep reading in small pieces */
+			s->in = bigger;
+			s->in_cap = CM_STAGING_SIZE;
+		}
+	}
 	s->last_iov_payload = false;
 	if (s->in_entry && s->in_got < s->in_entry->len) {
 		iov[0].iov_base = s->in_entry->payload->data + s->in_got;
@@ -55,9 +64,12 @@ int cm_session_read_iov(struct cm_session *s, struct iovec iov[2])
 		s->last_iov_payload = true;
 		n = 1;
 	}
-	if (s->in_end < CM_STAGING_SIZE) {
+	size_t limit = s->in_cap;
+	if (s->bulk && s->in_end < CM_BULK_READ && CM_BULK_READ < limit)
+		limit = CM_BULK_READ;
+	if (s->in_end < limit) {
 		iov[n].iov_base = s->in + s->in_end;
-		iov[n].iov_len = CM_STAGING_SIZE - s->in_end;
+		iov[n].iov_len = limit - s->in_end;
 		n++;
 	}
 	return n;
@@ -73,21 +85,22 @@ void cm_session_received(struct cm_session *s, size_t n)
 	}
 	s->last_iov_payload = false;
 	s->in_end += n;
-	if (s->in_end > CM_STAGING_SIZE)
-		s->in_end = CM_STAGING_SIZE; /* engine reported more than it was given */
+	if (s->in_end > s->in_cap)
+		s->in_end = s->in_cap; /* engine reported more than it was given */
 }
 
 /* Header-level refusals that depend on the session's state. */
 static bool acceptable(struct cm_session *s, const struct cm_header *h)
 {
 	const char *name = cm_type_str(h->type);
-	if (s->state == CM_S_NEW) {
+	enum cm_sess_state st = sess_state(s);
+	if (st == CM_S_NEW) {
 		if (h->type == CM_T_HELLO)
 			return true;
 		cm_session_fail(s, CM_E_AUTH, "%s before HELLO: not authenticated", name);
 		return false;
 	}
-	if (s->state == CM_S_BYE) {
+	if (st == CM_S_BYE) {
 		cm_session_fail(s, CM_E_STATE, "%s after BYE", name);
 		return false;
 	}
@@ -112,13 +125,15 @@ static bool acceptable(struct cm_session *s, const struct cm_header *h)
 		return true;
 	case CM_T_BYE:
 		if (h->src != s->rank || h->dst != s->rank) {
-			cm_session_fail(s, CM_E_RANK, "BYE src %d / dst %d must be this connection's rank %d",
+			cm_session_fail(s, CM_E_RANK,
+			                "BYE src %d / dst %d must be this connection's rank %d",
 			                (int)h->src, (int)h->dst, (int)s->rank);
 			return false;
 		}
 		return true;
 	default:
-		cm_session_fail(s, CM_E_TYPE, "%s frames are not accepted by a channel memory", name);
+		cm_session_fail(s, CM_E_TYPE, "%s frames are not accepted by a channel memory",
+		                name);
 		return false;
 	}
 }
@@ -236,6 +251,7 @@ int cm_session_next_frame(struct cm_session *s, struct cm_frame *f)
 				s->in_skip = h.len;
 				continue;
 			}
+			s->bulk = h.len >= CM_BULK_MSG;
 			struct cm_entry *e = cm_entry_new(&h);
 			if (e == NULL) {
 				cm_session_fail(s, CM_E_LENGTH, "no memory for a %u-byte message",

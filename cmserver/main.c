@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,51 +23,55 @@
 #include <unistd.h>
 
 #define EXIT_USAGE 2
-#define DEFAULT_LOG_MEM (1024ull * 1024 * 1024)
+/* Delivered entries kept in memory. Small on purpose: a logging relay is
+ * fast only when it recycles warm memory for new messages (first-touch pages
+ * cost several times a copy, far more in a VM), so the budget is reached
+ * quickly and freed payload buffers get reused. */
+#define DEFAULT_LOG_MEM (64ull * 1024 * 1024)
 /* A HELLO carries 48 bytes: a smaller ceiling would lock every rank out. */
 #define MIN_MAX_MESSAGE CM_HELLO_PAYLOAD
 
 const struct cm_engine cm_engines[] = {
-	{"mono", cm_engine_mono, "one libev event loop serves every connection (no threads)"},
-	{"thread-per-client", NULL, "one thread per connection, blocking reads (not built yet)"},
-	{"multiplexer", NULL, "N event loops, connections spread over them (not built yet)"},
-	{"specialized", NULL, "acceptor, receiver and sender threads (not built yet)"},
-	{NULL, NULL, NULL},
+    {"mono", cm_engine_mono, "one libev event loop serves every connection (no threads)"},
+    {"thread-per-client", NULL, "one thread per connection, blocking reads (not built yet)"},
+    {"multiplexer", NULL, "N event loops, connections spread over them (not built yet)"},
+    {"specialized", NULL, "acceptor, receiver and sender threads (not built yet)"},
+    {NULL, NULL, NULL},
 };
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-	        "Usage: cmserver [OPTION]...\n"
-	        "A chanmem channel memory: logs every message sent to the ranks it is home\n"
-	        "for, matches their receive requests, and delivers.\n"
-	        "\n"
-	        "Options:\n"
-	        "  --mode MODE          I/O engine (default mono), one of:\n");
+	fprintf(out, "Usage: cmserver [OPTION]...\n"
+	             "A chanmem channel memory: logs every message sent to the ranks it is home\n"
+	             "for, matches their receive requests, and delivers.\n"
+	             "\n"
+	             "Options:\n"
+	             "  --mode MODE          I/O engine (default mono), one of:\n");
 	for (const struct cm_engine *e = cm_engines; e->name; e++)
 		fprintf(out, "                         %-18s %s\n", e->name, e->summary);
-	fprintf(out,
-	        "  --listen ADDR:PORT   address to listen on (default 127.0.0.1:0; port 0 picks\n"
-	        "                       a free port). Prints 'cmserver: listening on HOST:PORT'.\n"
-	        "  --ready-fd N         once listening, write \"HOST:PORT\\n\" to fd N and close it\n"
-	        "  --max-message BYTES  largest message payload accepted (default 1GiB; units\n"
-	        "                       K, M, G, KiB, MiB, GiB; at least %d)\n"
-	        "  --log-mem BYTES      memory kept for delivered messages, the replay log\n"
-	        "                       (default 1GiB); past it the oldest delivered entries are\n"
-	        "                       dropped\n"
-	        "  --secret-file FILE   read the 32-character job secret from the first line of\n"
-	        "                       FILE; the environment variable %s takes precedence\n"
-	        "  -v, --verbose        report connections and errors; twice for debug output\n"
-	        "  -h, --help           show this help and exit\n"
-	        "\n"
-	        "The job secret comes from %s, else from --secret-file; without\n"
-	        "either cmserver refuses to start. SIGTERM or SIGINT stop it cleanly (exit 0).\n"
-	        "Exit status: 0 after a clean stop, 1 on a runtime failure, 2 on a usage error.\n",
-	        MIN_MAX_MESSAGE, CM_ENV_SECRET, CM_ENV_SECRET);
+	fprintf(
+	    out,
+	    "  --listen ADDR:PORT   address to listen on (default 127.0.0.1:0; port 0 picks\n"
+	    "                       a free port). Prints 'cmserver: listening on HOST:PORT'.\n"
+	    "  --ready-fd N         once listening, write \"HOST:PORT\\n\" to fd N and close it\n"
+	    "  --max-message BYTES  largest message payload accepted (default 1GiB; units\n"
+	    "                       K, M, G, KiB, MiB, GiB; at least %d)\n"
+	    "  --log-mem BYTES      memory kept for delivered messages, the replay log\n"
+	    "                       (default 64MiB); past it the oldest delivered entries\n"
+	    "                       are dropped\n"
+	    "  --secret-file FILE   read the 32-character job secret from the first line of\n"
+	    "                       FILE; the environment variable %s takes precedence\n"
+	    "  -v, --verbose        report connections and errors; twice for debug output\n"
+	    "  -h, --help           show this help and exit\n"
+	    "\n"
+	    "The job secret comes from %s, else from --secret-file; without\n"
+	    "either cmserver refuses to start. SIGTERM or SIGINT stop it cleanly (exit 0).\n"
+	    "Exit status: 0 after a clean stop, 1 on a runtime failure, 2 on a usage error.\n",
+	    MIN_MAX_MESSAGE, CM_ENV_SECRET, CM_ENV_SECRET);
 }
 
 static void __attribute__((noreturn)) bad_usage(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
+    __attribute__((format(printf, 1, 2)));
 
 static void bad_usage(const char *fmt, ...)
 {
@@ -136,15 +141,15 @@ int main(int argc, char **argv)
 {
 	enum { OPT_MODE = 256, OPT_LISTEN, OPT_READY_FD, OPT_MAX_MESSAGE, OPT_LOG_MEM, OPT_SECRET };
 	static const struct option longopts[] = {
-		{"mode", required_argument, NULL, OPT_MODE},
-		{"listen", required_argument, NULL, OPT_LISTEN},
-		{"ready-fd", required_argument, NULL, OPT_READY_FD},
-		{"max-message", required_argument, NULL, OPT_MAX_MESSAGE},
-		{"log-mem", required_argument, NULL, OPT_LOG_MEM},
-		{"secret-file", required_argument, NULL, OPT_SECRET},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"mode", required_argument, NULL, OPT_MODE},
+	    {"listen", required_argument, NULL, OPT_LISTEN},
+	    {"ready-fd", required_argument, NULL, OPT_READY_FD},
+	    {"max-message", required_argument, NULL, OPT_MAX_MESSAGE},
+	    {"log-mem", required_argument, NULL, OPT_LOG_MEM},
+	    {"secret-file", required_argument, NULL, OPT_SECRET},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *mode = "mono", *listen_text = "127.0.0.1:0", *secret_file = NULL;
 	long ready_fd = -1;
@@ -222,6 +227,11 @@ int main(int argc, char **argv)
 	sigaddset(&stop, SIGINT);
 	sigprocmask(SIG_BLOCK, &stop, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	/* Keep freed payload buffers in the heap for the next messages instead
+	 * of returning them to the kernel: fixed thresholds also stop glibc
+	 * from moving them. */
+	mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+	mallopt(M_TRIM_THRESHOLD, 512 * 1024 * 1024);
 
 	struct sockaddr_in bound;
 	int lfd = cm_tcp_listen(&addr, &bound);

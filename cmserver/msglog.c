@@ -142,8 +142,8 @@ static bool index_msg(struct cm_dest *d, struct cm_entry *e)
 {
 	struct cm_bucket *bk[CM_NIDX];
 	for (int k = 0; k < CM_NIDX; k++) {
-		bk[k] = bucket_get(d, (k & 1) ? CM_ANY_SOURCE : e->src, (k & 2) ? CM_ANY_TAG : e->tag,
-		                   e->ctx);
+		bk[k] = bucket_get(d, (k & 1) ? CM_ANY_SOURCE : e->src,
+		                   (k & 2) ? CM_ANY_TAG : e->tag, e->ctx);
 		if (bk[k] == NULL) {
 			for (int j = 0; j < k; j++)
 				bucket_release(d, bk[j]);
@@ -319,13 +319,14 @@ static void deliver(struct cm_core *core, struct cm_entry *e, struct cm_session 
 		                        .tag = e->tag,
 		                        .ctx = e->ctx,
 		                        .clock = e->clock};
-		cm_core_emit_header(e->sync_sess, &ack); /* dropped if that session is gone */
+		if (!cm_session_closing(e->sync_sess)) /* and dropped if it is gone */
+			cm_core_emit_header(e->sync_sess, &ack);
 		cm_session_release(e->sync_sess);
 		e->sync_sess = NULL;
 	}
-	core->delivered_kept += entry_cost(e);
+	uint64_t kept = __atomic_add_fetch(&core->delivered_kept, entry_cost(e), __ATOMIC_RELAXED);
 	core->stats.msgs_delivered++;
-	core->stats.log_bytes_delivered_kept = core->delivered_kept;
+	core->stats.log_bytes_delivered_kept = kept;
 }
 
 static void probe_reply(struct cm_session *to, uint64_t probe_id, uint32_t ctx,
@@ -367,7 +368,7 @@ static void log_append(struct cm_core *core, struct cm_dest *d, struct cm_entry 
 
 bool cm_dest_add_msg(struct cm_core *core, struct cm_dest *d, struct cm_entry *e)
 {
-	if (d->nreqs > 0) {
+	while (d->nreqs > 0) {
 		/* The earliest pending request among the four keys e matches. */
 		struct cm_wait *best = NULL;
 		for (int k = 0; k < CM_NIDX; k++) {
@@ -376,12 +377,18 @@ bool cm_dest_add_msg(struct cm_core *core, struct cm_dest *d, struct cm_entry *e
 			if (b && b->req_head && (best == NULL || b->req_head->seq < best->seq))
 				best = b->req_head;
 		}
-		if (best) {
-			log_append(core, d, e);
-			deliver(core, e, best->sess, best->id);
+		if (best == NULL)
+			break;
+		if (cm_session_closing(best->sess)) {
+			/* Its connection is going away: the message waits for the
+			 * rank's next connection instead. */
 			remove_wait(d, best);
-			return true;
+			continue;
 		}
+		log_append(core, d, e);
+		deliver(core, e, best->sess, best->id);
+		remove_wait(d, best);
+		return true;
 	}
 	if (!index_msg(d, e)) {
 		cm_entry_free(e);
@@ -395,7 +402,8 @@ bool cm_dest_add_msg(struct cm_core *core, struct cm_dest *d, struct cm_entry *e
 			struct cm_bucket *b = e->idx_bucket[k];
 			while (b->probe_head) {
 				struct cm_wait *w = b->probe_head;
-				probe_reply(w->sess, w->id, w->ctx, e);
+				if (!cm_session_closing(w->sess))
+					probe_reply(w->sess, w->id, w->ctx, e);
 				remove_wait(d, w);
 			}
 		}
@@ -432,14 +440,15 @@ bool cm_dest_probe(struct cm_core *core, struct cm_dest *d, struct cm_session *s
 
 void cm_dest_trim(struct cm_core *core, struct cm_dest *d)
 {
-	while (core->delivered_kept > core->cfg.log_mem && d->log_head && d->log_head->delivered) {
+	uint64_t kept = __atomic_load_n(&core->delivered_kept, __ATOMIC_RELAXED);
+	while (kept > core->cfg.log_mem && d->log_head && d->log_head->delivered) {
 		struct cm_entry *e = d->log_head;
 		d->log_head = e->log_next;
 		if (d->log_head == NULL)
 			d->log_tail = NULL;
-		core->delivered_kept -= entry_cost(e);
+		kept = __atomic_sub_fetch(&core->delivered_kept, entry_cost(e), __ATOMIC_RELAXED);
 		core->stats.log_entries_kept--;
 		cm_entry_free(e);
 	}
-	core->stats.log_bytes_delivered_kept = core->delivered_kept;
+	core->stats.log_bytes_delivered_kept = kept;
 }

@@ -66,7 +66,7 @@ bool cm_outq_push(struct cm_outq *q, const struct cm_out_item *item)
 	}
 	q->items[(q->first + q->count) & (q->cap - 1)] = *item;
 	q->count++;
-	q->pending += item->head_len + item->body_len;
+	q->pending += (size_t)item->head_len + item->body_len;
 	return true;
 }
 
@@ -101,7 +101,7 @@ void cm_outq_consumed(struct cm_outq *q, size_t n)
 	q->pending -= n;
 	while (n > 0) { /* every item has a header, so none is empty */
 		struct cm_out_item *it = &q->items[q->first];
-		size_t left = it->head_len + it->body_len - q->first_off;
+		size_t left = (size_t)it->head_len + it->body_len - q->first_off;
 		if (n < left) {
 			q->first_off += n;
 			return;

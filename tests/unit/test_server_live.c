@@ -228,9 +228,8 @@ static int recv_exact(int fd, void *buf, size_t len, long long deadline)
 	return 0;
 }
 
-static void send_frame(int fd, uint8_t type, uint16_t flags, int32_t src, int32_t dst,
-                       int32_t tag, uint32_t ctx, uint64_t clock, const void *payload,
-                       uint32_t len)
+static void send_frame(int fd, uint8_t type, uint16_t flags, int32_t src, int32_t dst, int32_t tag,
+                       uint32_t ctx, uint64_t clock, const void *payload, uint32_t len)
 {
 	struct cm_header h = {.type = type,
 	                      .flags = flags,
@@ -276,7 +275,8 @@ static void expect_header_only(int fd, uint8_t type, uint64_t clock)
 	uint8_t *p;
 	recv_frame(fd, &h, &p);
 	free(p);
-	ck_assert_msg(h.type == type, "expected %s, got %s", cm_type_str(type), cm_type_str(h.type));
+	ck_assert_msg(h.type == type, "expected %s, got %s", cm_type_str(type),
+	              cm_type_str(h.type));
 	ck_assert_uint_eq(h.clock, clock);
 }
 
@@ -341,7 +341,8 @@ START_TEST(test_bad_clients_good_client)
 
 	/* Garbage bytes: not even a version byte. */
 	int b = dial();
-	const char garbage[] = "GET / HTTP/1.1\r\nHost: localhost\r\nUser-Agent: not-chanmem\r\n\r\n";
+	const char garbage[] =
+	    "GET / HTTP/1.1\r\nHost: localhost\r\nUser-Agent: not-chanmem\r\n\r\n";
 	send_all(b, garbage, sizeof garbage - 1);
 	expect_refused(b, CM_E_VERSION);
 	good_roundtrip(a, 0, &clock, &req, 100);
@@ -533,31 +534,35 @@ START_TEST(test_command_line)
 		int status;
 		const char *says;
 	} cases[] = {
-		{{"--mode", "thread-per-client", NULL}, SECRET, 2, "mode thread-per-client is not built yet"},
-		{{"--mode", "multiplexer", NULL}, SECRET, 2, "not built yet"},
-		{{"--mode", "specialized", NULL}, SECRET, 2, "not built yet"},
-		{{"--mode", "turbo", NULL}, SECRET, 2, "unknown mode"},
-		{{"--listen", "nowhere", NULL}, SECRET, 2, "--listen"},
-		{{"--listen", "127.0.0.1:70000", NULL}, SECRET, 2, "--listen"},
-		{{"--max-message", "lots", NULL}, SECRET, 2, "--max-message"},
-		{{"--max-message", "8", NULL}, SECRET, 2, "--max-message"},
-		{{"--max-message", "5GiB", NULL}, SECRET, 2, "--max-message"},
-		{{"--ready-fd", "-1", NULL}, SECRET, 2, "--ready-fd"},
-		{{"--ready-fd", "999", NULL}, SECRET, 2, "not an open file descriptor"},
-		{{"--bogus", NULL}, SECRET, 2, "unknown option"},
-		{{"extra", NULL}, SECRET, 2, "unexpected argument"},
-		{{"--mode", NULL}, SECRET, 2, "needs a value"},
-		{{NULL}, NULL, 2, "no job secret"},
-		{{NULL}, "short", 2, "CHANMEM_SECRET"},
-		{{"--secret-file", "/nonexistent/secret", NULL}, NULL, 2, "/nonexistent/secret"},
-		{{"--help", NULL}, NULL, 0, ""},
+	    {{"--mode", "thread-per-client", NULL},
+	     SECRET,
+	     2,
+	     "mode thread-per-client is not built yet"},
+	    {{"--mode", "multiplexer", NULL}, SECRET, 2, "not built yet"},
+	    {{"--mode", "specialized", NULL}, SECRET, 2, "not built yet"},
+	    {{"--mode", "turbo", NULL}, SECRET, 2, "unknown mode"},
+	    {{"--listen", "nowhere", NULL}, SECRET, 2, "--listen"},
+	    {{"--listen", "127.0.0.1:70000", NULL}, SECRET, 2, "--listen"},
+	    {{"--max-message", "lots", NULL}, SECRET, 2, "--max-message"},
+	    {{"--max-message", "8", NULL}, SECRET, 2, "--max-message"},
+	    {{"--max-message", "5GiB", NULL}, SECRET, 2, "--max-message"},
+	    {{"--ready-fd", "-1", NULL}, SECRET, 2, "--ready-fd"},
+	    {{"--ready-fd", "999", NULL}, SECRET, 2, "not an open file descriptor"},
+	    {{"--bogus", NULL}, SECRET, 2, "unknown option"},
+	    {{"extra", NULL}, SECRET, 2, "unexpected argument"},
+	    {{"--mode", NULL}, SECRET, 2, "needs a value"},
+	    {{NULL}, NULL, 2, "no job secret"},
+	    {{NULL}, "short", 2, "CHANMEM_SECRET"},
+	    {{"--secret-file", "/nonexistent/secret", NULL}, NULL, 2, "/nonexistent/secret"},
+	    {{"--help", NULL}, NULL, 0, ""},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		int st = run_cli(cases[i].secret, cases[i].args, err, sizeof err);
-		ck_assert_msg(st == cases[i].status, "case %zu (%s): exit %d, expected %d; stderr: %s",
-		              i, cases[i].args[0] ? cases[i].args[0] : "-", st, cases[i].status, err);
-		ck_assert_msg(strstr(err, cases[i].says) != NULL, "case %zu: stderr lacks '%s': %s", i,
-		              cases[i].says, err);
+		ck_assert_msg(st == cases[i].status,
+		              "case %zu (%s): exit %d, expected %d; stderr: %s", i,
+		              cases[i].args[0] ? cases[i].args[0] : "-", st, cases[i].status, err);
+		ck_assert_msg(strstr(err, cases[i].says) != NULL, "case %zu: stderr lacks '%s': %s",
+		              i, cases[i].says, err);
 	}
 }
 END_TEST
