@@ -348,6 +348,7 @@ static void handle_hello(struct cm_session *s, const struct cm_frame *f)
 		cm_session_fail(old, CM_E_STATE, "replaced by incarnation %u of rank %d",
 		                (unsigned)hello->incarnation, (int)rank);
 		unregister(old);
+		core->stats.sessions_replaced++;
 	}
 
 	if (!sess_move(s, CM_S_NEW, CM_S_READY))
@@ -371,10 +372,16 @@ static void handle_msg(struct cm_session *s, struct cm_frame *f)
 	struct cm_core *core = s->core;
 	struct cm_entry *e = f->entry;
 	f->entry = NULL;
-	struct cm_sender *snd = &core->senders[e->src];
+	struct cm_sender *snd = &core->senders[f->h.src];
 
-	if (snd->has && e->clock <= snd->highest) {
-		core->stats.msgs_duplicate++;
+	if (e == NULL || (snd->has && e->clock <= snd->highest)) {
+		/* A re-send from a re-executing rank (input.c already counted
+		 * one it skipped). A synchronous one still needs its SYNC_ACK,
+		 * or the re-executed MPI_Ssend never returns. */
+		if (e != NULL)
+			core->stats.msgs_duplicate++;
+		if (f->h.flags & CM_F_SYNC)
+			cm_dest_sync_duplicate(core, &core->dests[f->h.dst], s, &f->h);
 		cm_entry_free(e);
 		return;
 	}
@@ -391,6 +398,32 @@ static void handle_msg(struct cm_session *s, struct cm_frame *f)
 	snd->highest = e->clock;
 	snd->has = true;
 	cm_dest_trim(core, d);
+}
+
+/* A RECV_REQ or PROBE whose id an earlier incarnation of the rank already
+ * used gets the recorded answer again (true: handled, or refused). */
+static bool replay(struct cm_session *s, struct cm_dest *d, const struct cm_frame *f)
+{
+	switch (cm_dest_replay(s->core, d, s, &f->h)) {
+	case CM_REPLAY_NONE:
+		return false;
+	case CM_REPLAY_DONE:
+		return true;
+	case CM_REPLAY_LOST:
+		cm_session_fail(s, CM_E_STATE,
+		                "cannot replay request %llu of rank %d: its message was dropped "
+		                "from the log (raise --log-mem)",
+		                (unsigned long long)f->h.clock, (int)s->rank);
+		return true;
+	case CM_REPLAY_DIVERGED:
+	default:
+		cm_session_fail(s, CM_E_STATE,
+		                "re-execution of rank %d diverged: request %llu (%s src %d tag %d) "
+		                "does not fit what was answered before",
+		                (int)s->rank, (unsigned long long)f->h.clock,
+		                cm_type_str(f->h.type), (int)f->h.src, (int)f->h.tag);
+		return true;
+	}
 }
 
 void cm_core_dispatch(struct cm_session *s, struct cm_frame *f)
@@ -412,6 +445,8 @@ void cm_core_dispatch(struct cm_session *s, struct cm_frame *f)
 		break;
 	case CM_T_RECV_REQ: {
 		struct cm_dest *d = &core->dests[s->rank];
+		if (replay(s, d, f))
+			break;
 		if (!cm_dest_post_recv(core, d, s, &f->h))
 			cm_session_fail(s, CM_E_LENGTH, "out of memory queueing a receive request");
 		else
@@ -419,6 +454,8 @@ void cm_core_dispatch(struct cm_session *s, struct cm_frame *f)
 		break;
 	}
 	case CM_T_PROBE:
+		if (replay(s, &core->dests[s->rank], f))
+			break;
 		if (!cm_dest_probe(core, &core->dests[s->rank], s, &f->h))
 			cm_session_fail(s, CM_E_LENGTH, "out of memory queueing a probe");
 		break;

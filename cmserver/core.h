@@ -85,6 +85,13 @@
  * from (its SYNC_ACK goes there, or nowhere if that session is closed by
  * then). A payload is freed when the log has dropped its entry and every
  * DELIVER that carried it was written out.
+ *
+ * Fault tolerance (replay). Every DELIVER and PROBE_REPLY is recorded in
+ * DEST(rank) under its request id (cm_dest.recs). A RECV_REQ or PROBE whose
+ * id is recorded -- a new incarnation re-executing -- is answered from the
+ * record and changes no matching state; any other id matches as usual. A
+ * synchronous MSG dropped as a re-send is handed to dispatch with entry NULL
+ * so its SYNC_ACK is answered (SENDER(src) + DEST(dst), like any MSG).
  * --------------------------------------------------------------------- */
 #ifndef CHANMEM_CORE_H
 #define CHANMEM_CORE_H
@@ -130,6 +137,12 @@ struct cm_core_stats {
 	uint64_t log_entries_kept; /* entries still in logs (delivered or not) */
 	uint64_t log_bytes_delivered_kept;
 	uint64_t frames_refused; /* ERROR frames sent */
+	/* Fault tolerance (added): */
+	uint64_t sessions_replaced; /* HELLO of a newer incarnation took a rank's slot */
+	uint64_t msgs_replayed;     /* DELIVERs re-sent from the delivery record */
+	uint64_t probes_replayed;   /* PROBE_REPLYs re-sent from the delivery record */
+	uint64_t sync_acks_resent;  /* SYNC_ACKs for dropped synchronous re-sends */
+	uint64_t replay_lost;       /* replays refused: the entry was trimmed (--log-mem) */
 };
 
 struct cm_core *cm_core_new(const struct cm_core_config *cfg);
@@ -173,8 +186,12 @@ void cm_session_received(struct cm_session *s, size_t n);
 /* One complete frame, ready for cm_core_dispatch. */
 struct cm_frame {
 	struct cm_header h;
-	struct cm_hello hello;  /* HELLO */
-	struct cm_entry *entry; /* MSG: the filled log entry (owned by the frame until dispatch) */
+	struct cm_hello hello; /* HELLO */
+	/* MSG: the filled log entry (owned by the frame until dispatch). NULL
+	 * for a synchronous MSG already dropped as a re-send (its payload is
+	 * skipped): dispatching it only answers its SYNC_ACK (same domains as
+	 * any MSG). */
+	struct cm_entry *entry;
 };
 
 /* Next complete frame of s: 1 (and *f filled), 0 when more bytes are needed

@@ -73,8 +73,33 @@ struct cm_bucket {
 	struct cm_wait *probe_head, *probe_tail;
 };
 
+/* What the rank was told for one request id (receive request or probe): the
+ * delivery record a new incarnation is replayed from (fault tolerance). */
+enum cm_rec_kind {
+	CM_REC_NONE = 0, /* not answered (yet), or never posted */
+	CM_REC_DELIVER,  /* DELIVER of entry e */
+	CM_REC_TRIMMED,  /* DELIVER of an entry --log-mem has dropped since */
+	CM_REC_PROBE,    /* PROBE_REPLY: found (src, tag, len) or not (src = -1) */
+};
+
+struct cm_rec {
+	struct cm_entry *e; /* CM_REC_DELIVER */
+	uint32_t len;       /* CM_REC_PROBE: length of the message found */
+	int32_t src, tag;   /* CM_REC_PROBE: -1, -1 when nothing was found */
+	uint8_t kind;
+};
+
+/* Request ids are dense per rank (0,1,2,...); an id this far past the
+ * highest recorded one is not recorded (a hostile or broken peer must not
+ * make the CM allocate without bound). */
+#define CM_REC_MAX_GAP (1u << 20)
+
 struct cm_dest {
 	struct cm_entry *log_head, *log_tail;
+	/* Delivery record indexed by request id (DEST domain). */
+	struct cm_rec *recs;
+	uint64_t nrecs; /* 1 + highest id recorded, 0 if none */
+	uint64_t recs_cap;
 	uint64_t next_seq;
 	uint64_t undelivered;
 	struct cm_bucket **table;
@@ -225,6 +250,22 @@ bool cm_dest_probe(struct cm_core *core, struct cm_dest *d, struct cm_session *s
 void cm_dest_drop_session(struct cm_dest *d, struct cm_session *s);
 /* Drops delivered entries from the head of d's log while over the budget. */
 void cm_dest_trim(struct cm_core *core, struct cm_dest *d);
+/* A re-sent synchronous MSG (src, clock) of d's log was dropped as a
+ * duplicate: SYNC_ACK to s now if the original was delivered (or trimmed,
+ * so delivered long ago), else when it is. */
+void cm_dest_sync_duplicate(struct cm_core *core, struct cm_dest *d, struct cm_session *s,
+                            const struct cm_header *h);
+
+enum cm_replay {
+	CM_REPLAY_NONE,     /* id not in the record: match normally */
+	CM_REPLAY_DONE,     /* the recorded answer was sent again */
+	CM_REPLAY_LOST,     /* recorded, but the entry was trimmed: cannot replay */
+	CM_REPLAY_DIVERGED, /* recorded answer does not fit this request */
+};
+/* A RECV_REQ or PROBE (h) whose id the record may already hold: answers it
+ * from the record, in the DEST(rank) domain. */
+enum cm_replay cm_dest_replay(struct cm_core *core, struct cm_dest *d, struct cm_session *s,
+                              const struct cm_header *h);
 
 static inline uint32_t cm_atomic_load32(const uint32_t *p)
 {

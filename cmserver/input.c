@@ -249,7 +249,14 @@ int cm_session_next_frame(struct cm_session *s, struct cm_frame *f)
 			if (snd->has && h.clock <= snd->highest) {
 				s->core->stats.msgs_duplicate++;
 				s->in_skip = h.len;
-				continue;
+				if (!(h.flags & CM_F_SYNC))
+					continue;
+				/* A synchronous re-send still owes a SYNC_ACK:
+				 * dispatch answers it (entry NULL, payload
+				 * skipped). */
+				f->h = h;
+				f->entry = NULL;
+				return 1;
 			}
 			s->bulk = h.len >= CM_BULK_MSG;
 			struct cm_entry *e = cm_entry_new(&h);

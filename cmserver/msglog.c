@@ -68,7 +68,40 @@ void cm_dest_free(struct cm_dest *d)
 		}
 	}
 	free(d->table);
+	free(d->recs);
 	memset(d, 0, sizeof *d);
+}
+
+/* ---- the delivery record (fault tolerance) ---- */
+
+/* Slot for request id, growing the record; NULL when the id is too far past
+ * the record or memory is short (the answer then goes unrecorded and a
+ * replay of it fails cleanly rather than inventing an answer). */
+static struct cm_rec *rec_slot(struct cm_dest *d, uint64_t id)
+{
+	if (id >= d->recs_cap) {
+		if (id - d->nrecs > CM_REC_MAX_GAP)
+			return NULL;
+		uint64_t cap = d->recs_cap ? d->recs_cap : 64;
+		while (cap <= id)
+			cap *= 2;
+		struct cm_rec *r = realloc(d->recs, (size_t)cap * sizeof *r);
+		if (r == NULL)
+			return NULL;
+		memset(r + d->recs_cap, 0, (size_t)(cap - d->recs_cap) * sizeof *r);
+		d->recs = r;
+		d->recs_cap = cap;
+	}
+	if (id >= d->nrecs)
+		d->nrecs = id + 1;
+	return &d->recs[id];
+}
+
+static const struct cm_rec *rec_find(const struct cm_dest *d, uint64_t id)
+{
+	if (id >= d->nrecs || d->recs[id].kind == CM_REC_NONE)
+		return NULL;
+	return &d->recs[id];
 }
 
 static struct cm_bucket *bucket_find(const struct cm_dest *d, int32_t src, int32_t tag,
@@ -289,12 +322,8 @@ static uint64_t entry_cost(const struct cm_entry *e)
 	return sizeof *e + e->len;
 }
 
-static void deliver(struct cm_core *core, struct cm_entry *e, struct cm_session *to,
-                    uint64_t req_id)
+static void emit_deliver(const struct cm_entry *e, struct cm_session *to, uint64_t req_id)
 {
-	e->delivered = true;
-	e->req_id = req_id;
-
 	struct cm_out_item it;
 	struct cm_header h = {.type = CM_T_DELIVER,
 	                      .src = e->src,
@@ -311,6 +340,19 @@ static void deliver(struct cm_core *core, struct cm_entry *e, struct cm_session 
 	if (it.ref)
 		cm_buf_ref(it.ref);
 	cm_core_emit(to, &it);
+}
+
+static void deliver(struct cm_core *core, struct cm_entry *e, struct cm_session *to,
+                    uint64_t req_id)
+{
+	e->delivered = true;
+	e->req_id = req_id;
+	struct cm_rec *rec = rec_slot(&core->dests[e->dst], req_id);
+	if (rec) {
+		rec->kind = CM_REC_DELIVER;
+		rec->e = e;
+	}
+	emit_deliver(e, to, req_id);
 
 	if (e->sync_sess) {
 		struct cm_header ack = {.type = CM_T_SYNC_ACK,
@@ -329,25 +371,43 @@ static void deliver(struct cm_core *core, struct cm_entry *e, struct cm_session 
 	core->stats.log_bytes_delivered_kept = kept;
 }
 
-static void probe_reply(struct cm_session *to, uint64_t probe_id, uint32_t ctx,
-                        const struct cm_entry *e)
+static void emit_probe_reply(struct cm_session *to, uint64_t probe_id, uint32_t ctx, int32_t src,
+                             int32_t tag, uint32_t len)
 {
 	struct cm_out_item it;
 	struct cm_header h = {.type = CM_T_PROBE_REPLY,
-	                      .flags = e ? CM_F_FOUND : 0,
-	                      .src = e ? e->src : -1,
+	                      .flags = src >= 0 ? CM_F_FOUND : 0,
+	                      .src = src,
 	                      .dst = cm_session_rank(to),
-	                      .tag = e ? e->tag : -1,
-	                      .ctx = e ? e->ctx : ctx,
+	                      .tag = tag,
+	                      .ctx = ctx,
 	                      .len = CM_PROBE_REPLY_PAYLOAD,
 	                      .clock = probe_id};
 	cm_header_encode(&h, it.head);
-	cm_put_u64(it.head + CM_HEADER_SIZE, e ? e->len : 0);
+	cm_put_u64(it.head + CM_HEADER_SIZE, len);
 	it.head_len = CM_HEADER_SIZE + CM_PROBE_REPLY_PAYLOAD;
 	it.body_len = 0;
 	it.body = NULL;
 	it.ref = NULL;
 	cm_core_emit(to, &it);
+}
+
+/* Answers probe_id with e (or nothing found) and records the answer, so a
+ * new incarnation asking the same probe id gets the same answer. */
+static void probe_reply(struct cm_dest *d, struct cm_session *to, uint64_t probe_id, uint32_t ctx,
+                        const struct cm_entry *e)
+{
+	int32_t src = e ? e->src : -1, tag = e ? e->tag : -1;
+	uint32_t len = e ? e->len : 0;
+	struct cm_rec *rec = rec_slot(d, probe_id);
+	if (rec) {
+		rec->kind = CM_REC_PROBE;
+		rec->e = NULL;
+		rec->src = src;
+		rec->tag = tag;
+		rec->len = len;
+	}
+	emit_probe_reply(to, probe_id, e ? e->ctx : ctx, src, tag, len);
 }
 
 /* ---- the three operations ---- */
@@ -403,7 +463,7 @@ bool cm_dest_add_msg(struct cm_core *core, struct cm_dest *d, struct cm_entry *e
 			while (b->probe_head) {
 				struct cm_wait *w = b->probe_head;
 				if (!cm_session_closing(w->sess))
-					probe_reply(w->sess, w->id, w->ctx, e);
+					probe_reply(d, w->sess, w->id, w->ctx, e);
 				remove_wait(d, w);
 			}
 		}
@@ -429,12 +489,12 @@ bool cm_dest_probe(struct cm_core *core, struct cm_dest *d, struct cm_session *s
 {
 	struct cm_bucket *b = d->undelivered ? bucket_find(d, h->src, h->tag, h->ctx) : NULL;
 	if (b && b->msg_head) {
-		probe_reply(s, h->clock, h->ctx, b->msg_head);
+		probe_reply(d, s, h->clock, h->ctx, b->msg_head);
 		return true;
 	}
 	if (h->flags & CM_F_BLOCKING)
 		return add_wait(d, s, h, CM_WAIT_PROBE);
-	probe_reply(s, h->clock, h->ctx, NULL);
+	probe_reply(d, s, h->clock, h->ctx, NULL);
 	return true;
 }
 
@@ -448,7 +508,85 @@ void cm_dest_trim(struct cm_core *core, struct cm_dest *d)
 			d->log_tail = NULL;
 		kept = __atomic_sub_fetch(&core->delivered_kept, entry_cost(e), __ATOMIC_RELAXED);
 		core->stats.log_entries_kept--;
+		if (e->req_id < d->nrecs && d->recs[e->req_id].e == e) {
+			d->recs[e->req_id].kind = CM_REC_TRIMMED;
+			d->recs[e->req_id].e = NULL;
+		}
 		cm_entry_free(e);
 	}
 	core->stats.log_bytes_delivered_kept = kept;
+}
+
+/* ---- replay (fault tolerance) ---- */
+
+static bool accepts(int32_t want_src, int32_t want_tag, uint32_t want_ctx, int32_t src, int32_t tag,
+                    uint32_t ctx)
+{
+	return (want_src == CM_ANY_SOURCE || want_src == src) &&
+	       (want_tag == CM_ANY_TAG || want_tag == tag) && want_ctx == ctx;
+}
+
+enum cm_replay cm_dest_replay(struct cm_core *core, struct cm_dest *d, struct cm_session *s,
+                              const struct cm_header *h)
+{
+	const struct cm_rec *rec = rec_find(d, h->clock);
+	if (rec == NULL)
+		return CM_REPLAY_NONE;
+	bool is_recv = h->type == CM_T_RECV_REQ;
+	switch (rec->kind) {
+	case CM_REC_DELIVER:
+		if (!is_recv)
+			return CM_REPLAY_DIVERGED;
+		if (!accepts(h->src, h->tag, h->ctx, rec->e->src, rec->e->tag, rec->e->ctx))
+			return CM_REPLAY_DIVERGED;
+		emit_deliver(rec->e, s, h->clock);
+		core->stats.msgs_replayed++;
+		return CM_REPLAY_DONE;
+	case CM_REC_TRIMMED:
+		core->stats.replay_lost++;
+		return CM_REPLAY_LOST;
+	case CM_REC_PROBE:
+		if (is_recv)
+			return CM_REPLAY_DIVERGED;
+		if (rec->src >= 0 && !accepts(h->src, h->tag, h->ctx, rec->src, rec->tag, h->ctx))
+			return CM_REPLAY_DIVERGED;
+		emit_probe_reply(s, h->clock, h->ctx, rec->src, rec->tag, rec->len);
+		core->stats.probes_replayed++;
+		return CM_REPLAY_DONE;
+	default:
+		return CM_REPLAY_NONE;
+	}
+}
+
+static void send_sync_ack(struct cm_session *to, const struct cm_header *h)
+{
+	struct cm_header ack = {.type = CM_T_SYNC_ACK,
+	                        .src = h->dst,
+	                        .dst = h->src,
+	                        .tag = h->tag,
+	                        .ctx = h->ctx,
+	                        .clock = h->clock};
+	cm_core_emit_header(to, &ack);
+}
+
+void cm_dest_sync_duplicate(struct cm_core *core, struct cm_dest *d, struct cm_session *s,
+                            const struct cm_header *h)
+{
+	/* A linear search, only for synchronous re-sends during a
+	 * re-execution: the log is in arrival order, clocks of one sender
+	 * increase along it. */
+	struct cm_entry *e = d->log_head;
+	while (e && !(e->src == h->src && e->clock == h->clock))
+		e = e->log_next;
+	core->stats.sync_acks_resent++;
+	if (e == NULL || e->delivered) {
+		/* Delivered (trimmed since, if not found): the receiver had it. */
+		send_sync_ack(s, h);
+		return;
+	}
+	/* Not matched yet: the ack goes to this connection when it is. */
+	cm_session_ref(s);
+	if (e->sync_sess)
+		cm_session_release(e->sync_sess);
+	e->sync_sess = s;
 }

@@ -33,6 +33,8 @@ static void arm_phase_timer(struct job *job, double seconds)
 
 static void enter_phase(struct job *job, enum job_phase phase, double bound)
 {
+	if (job->phase == PHASE_RUN && phase != PHASE_RUN)
+		ft_stop(job); /* no kills while stopping; final status line */
 	job->phase = phase;
 	job->escalated = false;
 	arm_phase_timer(job, bound);
@@ -282,6 +284,8 @@ static void start_ranks(struct job *job)
 			job->rank0_stdin = -1;
 		}
 	}
+	if (job->phase == PHASE_RUN)
+		ft_start(job);
 }
 
 static void on_cm_ready(struct ev_loop *loop, ev_io *w, int revents)
@@ -369,6 +373,8 @@ static void rank_exited(struct job *job, struct rank_proc *r, int wait_status)
 		input_stop();
 	describe_wait_status(wait_status, how, sizeof how);
 	if (job->phase == PHASE_RUN && wait_status != 0) {
+		if (ft_rank_failed(job, r, wait_status))
+			return; /* restarted: the job goes on */
 		output_message("rank %d %s", r->rank, how);
 		job_fail(job, exit_status_of(wait_status));
 	} else {

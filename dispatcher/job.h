@@ -33,6 +33,10 @@ struct rank_proc {
 	                  open here so a restarted incarnation gets the same one */
 	struct sockaddr_in listen_addr;
 	struct out_source *out, *err;
+	int restarts; /* fault tolerance: restarts of this rank so far */
+	/* Bytes its incarnations wrote to stdout / stderr (the furthest any
+	 * got): a new incarnation's first that many bytes are not forwarded. */
+	unsigned long long out_seen, err_seen;
 };
 
 /* One channel memory (cmserver process). */
@@ -97,6 +101,15 @@ struct job {
 	ev_timer timeout_timer;  /* --timeout */
 	ev_timer phase_timer;    /* bound of the current phase (CM start, drain, grace) */
 	ev_prepare step_watcher; /* re-evaluates the phase once per loop iteration */
+
+	/* Fault tolerance (ft.c). */
+	int restarts_total;
+	int kills_done;
+	uint64_t rng;           /* --seed */
+	ev_timer kill_timer;    /* --kill-every */
+	ev_timer kill_at_timer; /* --kill-at */
+	ev_timer status_timer;  /* --status */
+	bool status_shown;
 };
 
 /* Bounds of the phases (seconds). */
@@ -117,6 +130,18 @@ int job_run(struct job *job);
 void job_rank_aborted(struct job *job, int rank, int code);
 /* Releases what the job holds (after job_run and output_shutdown). */
 void job_free(struct job *job);
+
+/* ft.c: fault tolerance. */
+/* Called once the ranks are started: arms fault injection and the status
+ * line. */
+void ft_start(struct job *job);
+/* The job is stopping or done: no more kills; the final status line. */
+void ft_stop(struct job *job);
+/* Rank r (already marked exited, output drained) died with wait_status in
+ * the run phase. Restarts it when that is what fault tolerance does;
+ * returns true if it did (the job goes on), false when the job must stop
+ * (a message saying why was printed if it is a restart limit). */
+bool ft_rank_failed(struct job *job, struct rank_proc *r, int wait_status);
 
 /* procs.c */
 

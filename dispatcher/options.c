@@ -2,11 +2,14 @@
 
 #include "options.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "units.h"
 
@@ -31,6 +34,19 @@ static void usage(FILE *out)
 	    "      --timeout T        stop the job after T (e.g. 30s, 500ms, 2m; 0: never);\n"
 	    "                         exit status 124\n"
 	    "      --max-message B    largest message payload the CMs accept (e.g. 64MiB)\n"
+	    "\n"
+	    "Fault tolerance (transport cm): a rank killed by a signal is restarted and\n"
+	    "replayed from the channel memory's log; a rank that exits non-zero or calls\n"
+	    "MPI_Abort stops the job.\n"
+	    "      --max-restarts N   restarts allowed per rank (default %d; 0: none)\n"
+	    "      --kill-every T     fault injection: kill a rank every T (e.g. 500ms)\n"
+	    "      --kill-rank R      the rank --kill-every kills (default: random)\n"
+	    "      --kill-count K     injected kills at most (default %d)\n"
+	    "      --kill-signal SIG  signal of injected kills (KILL, TERM, ... or a\n"
+	    "                         number; default KILL)\n"
+	    "      --seed S           seed of the random choice of --kill-rank random\n"
+	    "      --kill-at R:T      kill rank R once, T after the ranks started\n"
+	    "      --status           one status line on stderr, updated in place\n"
 	    "  -v, --verbose          report what cmrun does (twice: debug)\n"
 	    "  -h, --help             this text\n"
 	    "\n"
@@ -43,7 +59,26 @@ static void usage(FILE *out)
 	    "the job secret in CHANMEM_* variables; rank 0 reads cmrun's stdin, the others\n"
 	    "/dev/null. cmserver is taken from $CHANMEM_CMSERVER, else next to cmrun\n"
 	    "(or ../cmserver/cmserver in a build tree), else from PATH.\n",
-	    CMRUN_MAX_RANKS, CMRUN_MAX_CMS);
+	    CMRUN_MAX_RANKS, CMRUN_MAX_CMS, CMRUN_DEFAULT_MAX_RESTARTS, CMRUN_DEFAULT_KILL_COUNT);
+}
+
+/* "KILL", "SIGKILL", "9": a catchable-or-not signal number, or -1. */
+static int parse_signal(const char *text)
+{
+	static const struct {
+		const char *name;
+		int sig;
+	} names[] = {{"KILL", SIGKILL}, {"TERM", SIGTERM}, {"INT", SIGINT},   {"HUP", SIGHUP},
+	             {"QUIT", SIGQUIT}, {"ABRT", SIGABRT}, {"SEGV", SIGSEGV}, {"USR1", SIGUSR1},
+	             {"USR2", SIGUSR2}, {"BUS", SIGBUS},   {"ALRM", SIGALRM}};
+	const char *name = strncasecmp(text, "SIG", 3) == 0 ? text + 3 : text;
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (strcasecmp(name, names[i].name) == 0)
+			return names[i].sig;
+	long v;
+	if (cm_parse_long(text, 1, 64, &v) == 0)
+		return (int)v;
+	return -1;
 }
 
 static void __attribute__((noreturn, format(printf, 1, 2))) bad_usage(const char *fmt, ...)
@@ -77,6 +112,14 @@ enum {
 	OPT_TAG_OUTPUT,
 	OPT_TIMEOUT,
 	OPT_MAX_MESSAGE,
+	OPT_MAX_RESTARTS,
+	OPT_KILL_EVERY,
+	OPT_KILL_RANK,
+	OPT_KILL_COUNT,
+	OPT_KILL_SIGNAL,
+	OPT_SEED,
+	OPT_KILL_AT,
+	OPT_STATUS,
 };
 
 void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
@@ -89,6 +132,14 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	    {"tag-output", no_argument, NULL, OPT_TAG_OUTPUT},
 	    {"timeout", required_argument, NULL, OPT_TIMEOUT},
 	    {"max-message", required_argument, NULL, OPT_MAX_MESSAGE},
+	    {"max-restarts", required_argument, NULL, OPT_MAX_RESTARTS},
+	    {"kill-every", required_argument, NULL, OPT_KILL_EVERY},
+	    {"kill-rank", required_argument, NULL, OPT_KILL_RANK},
+	    {"kill-count", required_argument, NULL, OPT_KILL_COUNT},
+	    {"kill-signal", required_argument, NULL, OPT_KILL_SIGNAL},
+	    {"seed", required_argument, NULL, OPT_SEED},
+	    {"kill-at", required_argument, NULL, OPT_KILL_AT},
+	    {"status", no_argument, NULL, OPT_STATUS},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -100,6 +151,13 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	opts->ncms = 1;
 	opts->mode = "mono";
 	opts->transport = CMRUN_TRANSPORT_CM;
+	opts->max_restarts = CMRUN_DEFAULT_MAX_RESTARTS;
+	opts->kill_rank = -1;
+	opts->kill_count = CMRUN_DEFAULT_KILL_COUNT;
+	opts->kill_signal = SIGKILL;
+	opts->kill_at_rank = -1;
+	bool have_kill_opts = false;
+	const char *kill_rank_text = NULL;
 
 	opterr = 0; /* our own messages, in one format */
 	optind = 1;
@@ -160,6 +218,75 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 				    optarg);
 			have_max_message = true;
 			break;
+		case OPT_MAX_RESTARTS:
+			if (cm_parse_long(optarg, 0, 1000000, &value) < 0)
+				bad_usage(
+				    "--max-restarts takes a number from 0 to 1000000, not '%s'",
+				    optarg);
+			opts->max_restarts = (int)value;
+			break;
+		case OPT_KILL_EVERY:
+			if (cm_parse_duration(optarg, &opts->kill_every_ns) < 0 ||
+			    opts->kill_every_ns < 1000000)
+				bad_usage("--kill-every takes a duration of at least 1ms such as "
+				          "500ms or 2s, not '%s'",
+				          optarg);
+			break;
+		case OPT_KILL_RANK:
+			if (strcmp(optarg, "random") == 0)
+				opts->kill_rank = -1;
+			else if (cm_parse_long(optarg, 0, CMRUN_MAX_RANKS - 1, &value) < 0)
+				bad_usage("--kill-rank takes a rank or 'random', not '%s'", optarg);
+			else
+				opts->kill_rank = (int)value;
+			kill_rank_text = optarg;
+			have_kill_opts = true;
+			break;
+		case OPT_KILL_COUNT:
+			if (cm_parse_long(optarg, 1, CMRUN_MAX_KILL_COUNT, &value) < 0)
+				bad_usage("--kill-count takes a number from 1 to %d, not '%s'",
+				          CMRUN_MAX_KILL_COUNT, optarg);
+			opts->kill_count = (int)value;
+			have_kill_opts = true;
+			break;
+		case OPT_KILL_SIGNAL:
+			opts->kill_signal = parse_signal(optarg);
+			if (opts->kill_signal < 0)
+				bad_usage("--kill-signal takes a signal name (KILL, TERM, ...) or "
+				          "number, not '%s'",
+				          optarg);
+			have_kill_opts = true;
+			break;
+		case OPT_SEED: {
+			char *end;
+			errno = 0;
+			unsigned long long v = strtoull(optarg, &end, 0);
+			if (errno || end == optarg || *end || optarg[0] == '-')
+				bad_usage("--seed takes a non-negative integer, not '%s'", optarg);
+			opts->seed = v;
+			opts->have_seed = true;
+			have_kill_opts = true;
+			break;
+		}
+		case OPT_KILL_AT: {
+			char rank_text[16];
+			const char *colon = strchr(optarg, ':');
+			size_t rl = colon ? (size_t)(colon - optarg) : 0;
+			if (colon == NULL || rl == 0 || rl >= sizeof rank_text)
+				bad_usage("--kill-at takes RANK:DELAY such as 1:200ms, not '%s'",
+				          optarg);
+			memcpy(rank_text, optarg, rl);
+			rank_text[rl] = '\0';
+			if (cm_parse_long(rank_text, 0, CMRUN_MAX_RANKS - 1, &value) < 0 ||
+			    cm_parse_duration(colon + 1, &opts->kill_at_ns) < 0)
+				bad_usage("--kill-at takes RANK:DELAY such as 1:200ms, not '%s'",
+				          optarg);
+			opts->kill_at_rank = (int)value;
+			break;
+		}
+		case OPT_STATUS:
+			opts->status = true;
+			break;
 		case 'v':
 			opts->verbosity++;
 			break;
@@ -184,5 +311,18 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	if (opts->transport == CMRUN_TRANSPORT_DIRECT &&
 	    (have_cms || have_mode || have_max_message))
 		bad_usage("--cms, --mode and --max-message apply to --transport cm only");
+	if (have_kill_opts && opts->kill_every_ns == 0)
+		bad_usage("--kill-rank, --kill-count, --kill-signal and --seed go with "
+		          "--kill-every");
+	if (opts->kill_rank >= opts->nranks)
+		bad_usage("--kill-rank %s: the job has ranks 0 to %d", kill_rank_text,
+		          opts->nranks - 1);
+	if (opts->kill_at_rank >= opts->nranks)
+		bad_usage("--kill-at: rank %d is not in the job (ranks 0 to %d)",
+		          opts->kill_at_rank, opts->nranks - 1);
+	if (opts->transport == CMRUN_TRANSPORT_DIRECT &&
+	    (opts->kill_every_ns || opts->kill_at_rank >= 0))
+		bad_usage("fault injection (--kill-every, --kill-at) needs --transport cm: "
+		          "the direct transport cannot restart a rank");
 	opts->program_argv = &argv[optind];
 }

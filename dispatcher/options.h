@@ -9,6 +9,9 @@
 #define CMRUN_MAX_RANKS 4096
 #define CMRUN_MAX_CMS 256
 #define CMRUN_EXIT_USAGE 2
+#define CMRUN_DEFAULT_MAX_RESTARTS 3
+#define CMRUN_DEFAULT_KILL_COUNT 5
+#define CMRUN_MAX_KILL_COUNT 100000
 
 enum cmrun_transport {
 	CMRUN_TRANSPORT_CM,
@@ -25,7 +28,18 @@ struct cmrun_options {
 	const char *timeout_text;       /* as the user wrote it, for the timeout message */
 	uint64_t max_message;           /* --max-message, 0 = cmserver's default */
 	int verbosity;                  /* --verbose, repeatable */
-	char *const *program_argv;      /* PROGRAM ARGS..., NULL-terminated (points into argv) */
+	/* Fault tolerance (transport cm only; see docs/fault-tolerance.md). */
+	int max_restarts;       /* --max-restarts, per rank */
+	uint64_t kill_every_ns; /* --kill-every, 0 = no periodic kills */
+	int kill_rank;          /* --kill-rank, -1 = random */
+	int kill_count;         /* --kill-count: injected kills at most */
+	int kill_signal;        /* --kill-signal */
+	uint64_t seed;          /* --seed */
+	bool have_seed;
+	int kill_at_rank; /* --kill-at RANK:DELAY, -1 = none */
+	uint64_t kill_at_ns;
+	bool status;               /* --status */
+	char *const *program_argv; /* PROGRAM ARGS..., NULL-terminated (points into argv) */
 };
 
 /* Parses argv. Exits 0 after --help, exits 2 with a message on any error. */

@@ -55,7 +55,9 @@ struct out_source {
 	size_t prefix_len;
 	char *carry; /* partial line not yet emitted */
 	size_t carry_len, carry_cap;
-	bool at_line_start; /* false while this source owns its stream mid-line */
+	bool at_line_start;      /* false while this source owns its stream mid-line */
+	unsigned long long pos;  /* bytes read from the pipe so far, skipped ones included */
+	unsigned long long skip; /* bytes still to drop before forwarding (re-execution) */
 	bool done;
 	bool waiting;
 	struct out_source *next_waiting;
@@ -344,7 +346,16 @@ static bool read_once(struct out_source *src)
 		finish(src);
 		return false;
 	}
-	consume(src, out.scratch, (size_t)n);
+	src->pos += (unsigned long long)n;
+	size_t k = 0;
+	if (src->skip) {
+		/* A re-executed rank prints again what its earlier incarnations
+		 * already printed: those bytes went out once already. */
+		k = src->skip < (unsigned long long)n ? (size_t)src->skip : (size_t)n;
+		src->skip -= k;
+	}
+	if ((size_t)n > k)
+		consume(src, out.scratch + k, (size_t)n - k);
 	return true;
 }
 
@@ -420,6 +431,17 @@ void output_source_drain(struct out_source *src)
 	/* Bounded: a grandchild still writing cannot keep us here forever. */
 	for (int i = 0; i < 64 && read_once(src); i++)
 		;
+}
+
+unsigned long long output_source_position(const struct out_source *src)
+{
+	return src ? src->pos : 0;
+}
+
+void output_source_skip(struct out_source *src, unsigned long long n)
+{
+	if (src)
+		src->skip = n;
 }
 
 bool output_source_done(const struct out_source *src)

@@ -34,6 +34,13 @@ struct out_source *output_source_open(int fd, enum out_target target, const char
  * must come before cmrun's message about it). */
 void output_source_drain(struct out_source *src);
 
+/* Bytes read from the source's pipe so far (dropped ones included). */
+unsigned long long output_source_position(const struct out_source *src);
+
+/* Drops the first n bytes the source reads instead of forwarding them (a
+ * re-executed rank repeating what an earlier incarnation printed). */
+void output_source_skip(struct out_source *src, unsigned long long n);
+
 /* True once the source has seen EOF (or was closed). */
 bool output_source_done(const struct out_source *src);
 

@@ -1,0 +1,631 @@
+/* Image storage: see ckpt_store.h for the commit protocol. */
+#include "config.h"
+
+#include "ckpt_store.h"
+
+#include "log.h"
+#include "protocol.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <lmdb.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#define LOCK_NAME "ckptserver.lock"
+#define TMP_PREFIX "tmp-"
+#define IMG_PREFIX "img-"
+#define NAME_MAX_LEN 160
+/* LMDB maps this much address space (sparse); the index itself is tiny. */
+#define MAP_SIZE (1ull << 30)
+#define MAX_READERS 1024
+/* Key: job bytes, NUL, rank (u32 BE), number (u64 BE): sorts by job, rank,
+ * then number, so a rank's images are adjacent and oldest first. */
+#define KEY_MAX (CKPT_JOB_MAX + 1 + 4 + 8)
+/* Value: raw size, compressed size, checksum, commit time (ns since the
+ * epoch), all u64 LE, then the file name. */
+#define VAL_FIXED 32
+
+struct ckpt_store {
+	struct ckpt_store_opts opts;
+	char *dir;
+	int dirfd, lockfd;
+	MDB_env *env;
+	MDB_dbi dbi;
+	pthread_mutex_t commit_lock;
+};
+
+struct store_upload {
+	struct ckpt_store *st;
+	struct ckpt_ref ref;
+	char tmp_name[32];
+	int fd;
+	ZSTD_CCtx *cctx;
+	uint8_t *out;
+	size_t out_cap;
+	uint64_t raw, compressed, sum;
+};
+
+struct store_reader {
+	int fd;
+	ZSTD_DCtx *dctx;
+	uint8_t *in;
+	size_t in_cap;
+	ZSTD_inBuffer input;
+	size_t last_ret; /* 0 once a frame is complete */
+	int eof;
+	struct ckpt_summary info;
+	uint64_t got, sum;
+};
+
+struct index_val {
+	uint64_t raw, compressed, checksum, time_ns;
+	char name[NAME_MAX_LEN + 1];
+};
+
+static void put_be(uint8_t *p, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> (8 * (n - 1 - i)));
+}
+
+static size_t make_key(uint8_t *k, const char *job, uint32_t rank, uint64_t number)
+{
+	size_t j = strlen(job);
+	memcpy(k, job, j);
+	k[j] = 0;
+	put_be(k + j + 1, rank, 4);
+	put_be(k + j + 5, number, 8);
+	return j + 13;
+}
+
+static size_t encode_val(uint8_t *v, const struct index_val *iv)
+{
+	size_t n = strlen(iv->name);
+	cm_put_u64(v, iv->raw);
+	cm_put_u64(v + 8, iv->compressed);
+	cm_put_u64(v + 16, iv->checksum);
+	cm_put_u64(v + 24, iv->time_ns);
+	memcpy(v + VAL_FIXED, iv->name, n);
+	return VAL_FIXED + n;
+}
+
+/* Index values come from disk: a name must be one of ours. */
+static int decode_val(const MDB_val *v, struct index_val *iv)
+{
+	if (v->mv_size <= VAL_FIXED || v->mv_size > VAL_FIXED + NAME_MAX_LEN)
+		return -1;
+	const uint8_t *p = v->mv_data;
+	iv->raw = cm_get_u64(p);
+	iv->compressed = cm_get_u64(p + 8);
+	iv->checksum = cm_get_u64(p + 16);
+	iv->time_ns = cm_get_u64(p + 24);
+	size_t n = v->mv_size - VAL_FIXED;
+	memcpy(iv->name, p + VAL_FIXED, n);
+	iv->name[n] = '\0';
+	if (strlen(iv->name) != n || strchr(iv->name, '/') ||
+	    strncmp(iv->name, IMG_PREFIX, strlen(IMG_PREFIX)) != 0)
+		return -1;
+	return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Drops index entries whose file is gone (a fetch could not serve them and
+ * an older image may still be there), then deletes temp files and image
+ * files the index does not name. */
+static int sweep(struct ckpt_store *st)
+{
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
+	if (rc != 0) {
+		cm_err("%s: index: %s", st->dir, mdb_strerror(rc));
+		return -1;
+	}
+	mdb_cursor_open(txn, st->dbi, &cur);
+	/* After mdb_cursor_del, MDB_NEXT yields the entry that followed. */
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		struct index_val iv;
+		struct stat sb;
+		if (decode_val(&v, &iv) < 0 || fstatat(st->dirfd, iv.name, &sb, 0) < 0) {
+			cm_err("%s: index entry without a valid image file dropped", st->dir);
+			mdb_cursor_del(cur, 0);
+			continue;
+		}
+		if (n + 1 >= cap) {
+			cap = cap < 64 ? 64 : cap * 2;
+			names = realloc(names, cap * sizeof *names);
+			if (names == NULL)
+				cm_die(1, "out of memory");
+		}
+		names[n++] = strdup(iv.name);
+	}
+	mdb_cursor_close(cur);
+	if ((rc = mdb_txn_commit(txn)) != 0) {
+		cm_err("%s: index: %s", st->dir, mdb_strerror(rc));
+		return -1;
+	}
+	if (n)
+		qsort(names, n, sizeof *names, cmp_str);
+
+	int fd = dup(st->dirfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (d == NULL) {
+		cm_err("%s: %s", st->dir, strerror(errno));
+		return -1;
+	}
+	struct dirent *de;
+	unsigned removed = 0;
+	while ((de = readdir(d)) != NULL) {
+		const char *name = de->d_name;
+		int temp = strncmp(name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0;
+		int img = strncmp(name, IMG_PREFIX, strlen(IMG_PREFIX)) == 0;
+		if (img && n && bsearch(&name, names, n, sizeof *names, cmp_str))
+			continue;
+		if ((temp || img) && unlinkat(st->dirfd, name, 0) == 0)
+			removed++;
+	}
+	closedir(d);
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	if (removed)
+		cm_info("%s: removed %u unfinished upload file(s)", st->dir, removed);
+	fsync(st->dirfd);
+	return 0;
+}
+
+struct ckpt_store *ckpt_store_open(const struct ckpt_store_opts *opts)
+{
+	struct ckpt_store *st = calloc(1, sizeof *st);
+	if (st == NULL)
+		return NULL;
+	st->opts = *opts;
+	st->dir = strdup(opts->dir);
+	st->lockfd = -1;
+	pthread_mutex_init(&st->commit_lock, NULL);
+	if (mkdir(opts->dir, 0700) < 0 && errno != EEXIST) {
+		cm_err("--dir %s: %s", opts->dir, strerror(errno));
+		goto fail;
+	}
+	st->dirfd = open(opts->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (st->dirfd < 0) {
+		cm_err("--dir %s: %s", opts->dir, strerror(errno));
+		goto fail;
+	}
+	st->lockfd = openat(st->dirfd, LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (st->lockfd < 0 || flock(st->lockfd, LOCK_EX | LOCK_NB) < 0) {
+		cm_err("--dir %s: %s", opts->dir,
+		       errno == EWOULDBLOCK ? "another ckptserver uses this directory"
+		                            : strerror(errno));
+		goto fail;
+	}
+	int rc = mdb_env_create(&st->env);
+	if (rc == 0)
+		rc = mdb_env_set_mapsize(st->env, MAP_SIZE);
+	if (rc == 0)
+		rc = mdb_env_set_maxreaders(st->env, MAX_READERS);
+	if (rc == 0)
+		rc = mdb_env_open(st->env, opts->dir, MDB_NOTLS, 0600);
+	MDB_txn *txn = NULL;
+	if (rc == 0)
+		rc = mdb_txn_begin(st->env, NULL, 0, &txn);
+	if (rc == 0)
+		rc = mdb_dbi_open(txn, NULL, 0, &st->dbi);
+	if (rc == 0)
+		rc = mdb_txn_commit(txn);
+	else if (txn)
+		mdb_txn_abort(txn);
+	if (rc != 0) {
+		cm_err("--dir %s: cannot open the index: %s", opts->dir, mdb_strerror(rc));
+		goto fail;
+	}
+	if (sweep(st) < 0)
+		goto fail;
+	return st;
+fail:
+	ckpt_store_close(st);
+	return NULL;
+}
+
+void ckpt_store_close(struct ckpt_store *st)
+{
+	if (st == NULL)
+		return;
+	pthread_mutex_lock(&st->commit_lock);
+	if (st->env)
+		mdb_env_close(st->env);
+	if (st->lockfd >= 0)
+		close(st->lockfd);
+	if (st->dirfd > 0)
+		close(st->dirfd);
+	pthread_mutex_unlock(&st->commit_lock);
+	free(st->dir);
+	free(st);
+}
+
+void ckpt_store_quiesce(struct ckpt_store *st)
+{
+	pthread_mutex_lock(&st->commit_lock);
+}
+
+uint64_t ckpt_store_count(struct ckpt_store *st)
+{
+	MDB_txn *txn;
+	MDB_stat ms;
+	if (mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn) != 0)
+		return 0;
+	int rc = mdb_stat(txn, st->dbi, &ms);
+	mdb_txn_abort(txn);
+	return rc == 0 ? ms.ms_entries : 0;
+}
+
+int store_upload_start(struct ckpt_store *st, const struct ckpt_ref *ref, struct store_upload **out,
+                       const char **why)
+{
+	struct store_upload *up = calloc(1, sizeof *up);
+	if (up == NULL) {
+		*why = "out of memory";
+		return CKPT_E_STORAGE;
+	}
+	up->st = st;
+	up->ref = *ref;
+	up->sum = CKPT_CHECKSUM_INIT;
+	up->out_cap = ZSTD_CStreamOutSize();
+	up->out = malloc(up->out_cap);
+	up->cctx = ZSTD_createCCtx();
+	strcpy(up->tmp_name, TMP_PREFIX "XXXXXX");
+	/* mkstemp wants a path: build it relative to the directory. */
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/%s", st->dir, up->tmp_name);
+	up->fd = up->out && up->cctx ? mkostemp(path, O_CLOEXEC) : -1;
+	if (up->fd < 0) {
+		cm_err("%s: cannot create an upload file: %s", st->dir, strerror(errno));
+		free(up->out);
+		ZSTD_freeCCtx(up->cctx);
+		free(up);
+		*why = "cannot create the upload file";
+		return CKPT_E_STORAGE;
+	}
+	memcpy(up->tmp_name, path + strlen(path) - strlen(up->tmp_name), strlen(up->tmp_name));
+	ZSTD_CCtx_setParameter(up->cctx, ZSTD_c_compressionLevel, st->opts.level);
+	/* zstd's own frame checksum catches on-disk corruption at fetch time. */
+	ZSTD_CCtx_setParameter(up->cctx, ZSTD_c_checksumFlag, 1);
+	*out = up;
+	return CKPT_OK;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Feeds zstd and writes whatever it produces; mode end flushes the frame. */
+static int compress_step(struct store_upload *up, const void *data, size_t len,
+                         ZSTD_EndDirective mode, const char **why)
+{
+	ZSTD_inBuffer in = {data, len, 0};
+	for (;;) {
+		ZSTD_outBuffer o = {up->out, up->out_cap, 0};
+		size_t left = ZSTD_compressStream2(up->cctx, &o, &in, mode);
+		if (ZSTD_isError(left)) {
+			cm_err("zstd: %s", ZSTD_getErrorName(left));
+			*why = "compression failed";
+			return CKPT_E_STORAGE;
+		}
+		if (o.pos && write_all(up->fd, up->out, o.pos) < 0) {
+			cm_err("%s/%s: %s", up->st->dir, up->tmp_name, strerror(errno));
+			*why = "cannot write the upload file";
+			return CKPT_E_STORAGE;
+		}
+		up->compressed += o.pos;
+		int done = mode == ZSTD_e_end ? left == 0 : in.pos == in.size;
+		if (done)
+			return CKPT_OK;
+	}
+}
+
+int store_upload_add(struct store_upload *up, const void *data, size_t len, const char **why)
+{
+	if (len > up->st->opts.max_image - up->raw) {
+		*why = "image larger than --max-image";
+		return CKPT_E_TOO_BIG;
+	}
+	up->raw += len;
+	up->sum = ckpt_checksum(up->sum, data, len);
+	return compress_step(up, data, len, ZSTD_e_continue, why);
+}
+
+static void upload_free(struct store_upload *up, int unlink_tmp)
+{
+	if (up->fd >= 0)
+		close(up->fd);
+	if (unlink_tmp)
+		unlinkat(up->st->dirfd, up->tmp_name, 0);
+	ZSTD_freeCCtx(up->cctx);
+	free(up->out);
+	free(up);
+}
+
+void store_upload_discard(struct store_upload *up)
+{
+	upload_free(up, 1);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* In the commit transaction: puts the new entry, collects the names of the
+ * entry it replaces and of the images past --keep for unlinking after the
+ * commit. */
+static int index_commit(struct ckpt_store *st, const struct ckpt_ref *ref,
+                        const struct index_val *iv, char (*gone)[NAME_MAX_LEN + 1], size_t gone_cap,
+                        size_t *ngone)
+{
+	uint8_t key[KEY_MAX], val[VAL_FIXED + NAME_MAX_LEN];
+	MDB_txn *txn;
+	MDB_cursor *cur = NULL;
+	MDB_val k = {make_key(key, ref->job, ref->rank, ref->number), key}, v, old;
+	*ngone = 0;
+	int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
+	if (rc != 0)
+		return rc;
+	struct index_val prev;
+	if (mdb_get(txn, st->dbi, &k, &old) == 0 && decode_val(&old, &prev) == 0)
+		strcpy(gone[(*ngone)++], prev.name);
+	v.mv_data = val;
+	v.mv_size = encode_val(val, iv);
+	if ((rc = mdb_put(txn, st->dbi, &k, &v, 0)) != 0)
+		goto abort;
+
+	/* Count this rank's images, then delete the oldest beyond keep. */
+	uint8_t first[KEY_MAX];
+	size_t plen = make_key(first, ref->job, ref->rank, 0) - 8; /* job NUL rank */
+	if ((rc = mdb_cursor_open(txn, st->dbi, &cur)) != 0)
+		goto abort;
+	MDB_val ck = {plen + 8, first}, cv;
+	size_t count = 0;
+	for (rc = mdb_cursor_get(cur, &ck, &cv, MDB_SET_RANGE);
+	     rc == 0 && ck.mv_size == plen + 8 && memcmp(ck.mv_data, first, plen) == 0;
+	     rc = mdb_cursor_get(cur, &ck, &cv, MDB_NEXT))
+		count++;
+	ck.mv_size = plen + 8;
+	ck.mv_data = first;
+	size_t excess = count > st->opts.keep ? count - st->opts.keep : 0;
+	/* Oldest first; after mdb_cursor_del, MDB_NEXT yields the next one. */
+	for (rc = mdb_cursor_get(cur, &ck, &cv, MDB_SET_RANGE); rc == 0 && excess > 0;
+	     rc = mdb_cursor_get(cur, &ck, &cv, MDB_NEXT)) {
+		if (ck.mv_size != plen + 8 || memcmp(ck.mv_data, first, plen) != 0)
+			break;
+		if (decode_val(&cv, &prev) == 0 && *ngone < gone_cap)
+			strcpy(gone[(*ngone)++], prev.name);
+		if ((rc = mdb_cursor_del(cur, 0)) != 0)
+			goto abort;
+		excess--;
+	}
+	if (rc != 0 && rc != MDB_NOTFOUND)
+		goto abort;
+	mdb_cursor_close(cur);
+	return mdb_txn_commit(txn);
+abort:
+	if (cur)
+		mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	return rc;
+}
+
+int store_upload_commit(struct store_upload *up, const struct ckpt_summary *claim, const char **why)
+{
+	struct ckpt_store *st = up->st;
+	int rc = compress_step(up, NULL, 0, ZSTD_e_end, why);
+	if (rc != CKPT_OK)
+		goto discard;
+	if (claim->size != up->raw || claim->checksum != up->sum) {
+		*why = claim->size != up->raw ? "size differs from the bytes received"
+		                              : "checksum differs from the bytes received";
+		rc = CKPT_E_CHECKSUM;
+		goto discard;
+	}
+	if (fsync(up->fd) < 0) {
+		cm_err("%s/%s: fsync: %s", st->dir, up->tmp_name, strerror(errno));
+		*why = "cannot sync the image";
+		rc = CKPT_E_STORAGE;
+		goto discard;
+	}
+	struct index_val iv = {.raw = up->raw, .compressed = up->compressed, .checksum = up->sum};
+	snprintf(iv.name, sizeof iv.name, IMG_PREFIX "%s-%u-%llu-%s.zst", up->ref.job,
+	         (unsigned)up->ref.rank, (unsigned long long)up->ref.number,
+	         up->tmp_name + strlen(TMP_PREFIX));
+
+	/* Normally the replaced entry and one pruned image per commit; more
+	 * only if --keep was lowered since the last run (the rest become
+	 * orphans the next start sweeps). */
+	size_t gone_cap = st->opts.keep + 64, ngone = 0;
+	char(*gone)[NAME_MAX_LEN + 1] = calloc(gone_cap, sizeof *gone);
+	if (gone == NULL) {
+		*why = "out of memory";
+		rc = CKPT_E_STORAGE;
+		goto discard;
+	}
+	pthread_mutex_lock(&st->commit_lock);
+	if (renameat(st->dirfd, up->tmp_name, st->dirfd, iv.name) < 0 || fsync(st->dirfd) < 0) {
+		cm_err("%s/%s: cannot commit: %s", st->dir, iv.name, strerror(errno));
+		pthread_mutex_unlock(&st->commit_lock);
+		free(gone);
+		unlinkat(st->dirfd, iv.name, 0);
+		*why = "cannot commit the image file";
+		rc = CKPT_E_STORAGE;
+		goto discard;
+	}
+	iv.time_ns = now_ns();
+	int mrc = index_commit(st, &up->ref, &iv, gone, gone_cap, &ngone);
+	if (mrc != 0) {
+		cm_err("%s: index commit: %s", st->dir, mdb_strerror(mrc));
+		unlinkat(st->dirfd, iv.name, 0);
+		pthread_mutex_unlock(&st->commit_lock);
+		free(gone);
+		*why = "cannot update the index";
+		upload_free(up, 0);
+		return CKPT_E_STORAGE;
+	}
+	/* After the commit: a crash before these unlinks leaves orphans the
+	 * next start sweeps. The new image itself may be among them if it is
+	 * older than the `keep` newest. */
+	for (size_t i = 0; i < ngone; i++)
+		unlinkat(st->dirfd, gone[i], 0);
+	pthread_mutex_unlock(&st->commit_lock);
+	cm_debug("committed %s rank %u number %llu: %llu -> %llu bytes", up->ref.job,
+	         (unsigned)up->ref.rank, (unsigned long long)up->ref.number,
+	         (unsigned long long)up->raw, (unsigned long long)up->compressed);
+	free(gone);
+	upload_free(up, 0);
+	return CKPT_OK;
+discard:
+	upload_free(up, 1);
+	return rc;
+}
+
+int store_reader_open(struct ckpt_store *st, const struct ckpt_ref *ref, struct ckpt_summary *info,
+                      struct store_reader **out, const char **why)
+{
+	uint8_t key[KEY_MAX], next[KEY_MAX];
+	size_t plen = make_key(key, ref->job, ref->rank, 0) - 8;
+	/* First key past this rank: the entry before it is the latest. */
+	MDB_val k = {make_key(next, ref->job, ref->rank + 1, 0), next}, v;
+	struct index_val iv;
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	int fd = -1, found = 0;
+
+	pthread_mutex_lock(&st->commit_lock);
+	int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
+	if (rc == 0) {
+		mdb_cursor_open(txn, st->dbi, &cur);
+		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+		rc = mdb_cursor_get(cur, &k, &v, rc == 0 ? MDB_PREV : MDB_LAST);
+		if (rc == 0 && k.mv_size == plen + 8 && memcmp(k.mv_data, key, plen) == 0) {
+			const uint8_t *kp = k.mv_data;
+			info->number = 0;
+			for (int i = 0; i < 8; i++)
+				info->number = (info->number << 8) | kp[plen + i];
+			found = decode_val(&v, &iv) == 0 ? 1 : -1;
+		}
+		mdb_cursor_close(cur);
+		mdb_txn_abort(txn);
+	}
+	if (found == 1)
+		fd = openat(st->dirfd, iv.name, O_RDONLY | O_CLOEXEC);
+	pthread_mutex_unlock(&st->commit_lock);
+	if (found == 0) {
+		*why = "no committed image for this job and rank";
+		return CKPT_E_NOTFOUND;
+	}
+	if (found < 0 || fd < 0) {
+		cm_err("%s: image %s: %s", st->dir, found < 0 ? "(bad index entry)" : iv.name,
+		       found < 0 ? "unreadable" : strerror(errno));
+		*why = "cannot open the stored image";
+		return CKPT_E_STORAGE;
+	}
+	struct store_reader *r = calloc(1, sizeof *r);
+	if (r)
+		r->in_cap = ZSTD_DStreamInSize();
+	if (r == NULL || (r->in = malloc(r->in_cap)) == NULL ||
+	    (r->dctx = ZSTD_createDCtx()) == NULL) {
+		if (r)
+			free(r->in);
+		free(r);
+		close(fd);
+		*why = "out of memory";
+		return CKPT_E_STORAGE;
+	}
+	r->fd = fd;
+	r->input.src = r->in;
+	r->last_ret = 1;
+	info->size = iv.raw;
+	info->checksum = iv.checksum;
+	r->info = *info;
+	r->sum = CKPT_CHECKSUM_INIT;
+	*out = r;
+	return CKPT_OK;
+}
+
+int store_reader_next(struct store_reader *r, void *buf, size_t cap, size_t *got, const char **why)
+{
+	ZSTD_outBuffer o = {buf, cap, 0};
+	while (o.pos < o.size) {
+		if (r->input.pos == r->input.size && !r->eof) {
+			ssize_t n = read(r->fd, r->in, r->in_cap);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0) {
+				*why = "cannot read the stored image";
+				return CKPT_E_STORAGE;
+			}
+			r->input.size = (size_t)n;
+			r->input.pos = 0;
+			r->eof = n == 0;
+		}
+		if (r->input.pos == r->input.size && r->eof && r->last_ret == 0)
+			break;
+		size_t before = o.pos, in_before = r->input.pos;
+		size_t ret = ZSTD_decompressStream(r->dctx, &o, &r->input);
+		if (ZSTD_isError(ret)) {
+			*why = "the stored image does not decompress";
+			return CKPT_E_CORRUPT;
+		}
+		/* A call that moved nothing says nothing about the frame. */
+		if (o.pos != before || r->input.pos != in_before)
+			r->last_ret = ret;
+		else if (r->eof && r->input.pos == r->input.size)
+			break; /* truncated file: last_ret != 0 reports it */
+	}
+	*got = o.pos;
+	r->got += o.pos;
+	r->sum = ckpt_checksum(r->sum, buf, o.pos);
+	if (r->got > r->info.size || (o.pos == 0 && (r->last_ret != 0 || r->got != r->info.size ||
+	                                             r->sum != r->info.checksum))) {
+		*why = "the stored image fails its size or checksum";
+		return CKPT_E_CORRUPT;
+	}
+	return CKPT_OK;
+}
+
+void store_reader_close(struct store_reader *r)
+{
+	if (r == NULL)
+		return;
+	close(r->fd);
+	ZSTD_freeDCtx(r->dctx);
+	free(r->in);
+	free(r);
+}

@@ -1,0 +1,183 @@
+/* Fault tolerance in cmrun: restarting ranks killed by a signal, fault
+ * injection (--kill-every, --kill-at) and the --status line.
+ *
+ * Only transport cm restarts ranks: the channel memories hold every message
+ * a rank received, so a new incarnation re-executes from the start and gets
+ * the same messages again (docs/fault-tolerance.md). A rank that exits on
+ * its own with a non-zero status, or calls MPI_Abort, meant to stop the job:
+ * it is not restarted. */
+#include <config.h>
+
+#include "job.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "output.h"
+#include "spawn.h"
+
+#define STATUS_PERIOD 0.5
+
+/* xorshift64*: reproducible for one --seed on every platform. */
+static uint64_t next_random(struct job *job)
+{
+	uint64_t x = job->rng;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	job->rng = x;
+	return x * 0x2545F4914F6CDD1Dull;
+}
+
+static void show_status(struct job *job, bool final)
+{
+	char line[160];
+	int n = snprintf(line, sizeof line,
+	                 "\rcmrun: ranks running %d/%d, restarts %d, injected kills %d%s",
+	                 job->ranks_running, job->opts->nranks, job->restarts_total,
+	                 job->kills_done, final ? "\033[K\n" : "\033[K");
+	if (n > 0 && write(STDERR_FILENO, line, (size_t)n) < 0)
+		return; /* a status line is not worth failing for */
+	job->status_shown = !final;
+}
+
+static void on_status(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	show_status(w->data, false);
+}
+
+static bool kill_rank(struct job *job, struct rank_proc *r, int sig, const char *why)
+{
+	char name[32];
+	signal_name(sig, name, sizeof name);
+	if (r->state != PROC_RUNNING || r->pid <= 0)
+		return false;
+	/* By pid, a process cmrun started and has not reaped: it cannot be
+	 * someone else's. */
+	if (kill(r->pid, sig) < 0)
+		return false;
+	job->kills_done++;
+	output_verbose("%s: %s to rank %d (pid %d, incarnation %u)", why, name, r->rank,
+	               (int)r->pid, r->incarnation);
+	return true;
+}
+
+static void on_kill_every(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct job *job = w->data;
+	const struct cmrun_options *o = job->opts;
+	if (job->phase != PHASE_RUN || job->kills_done >= o->kill_count) {
+		ev_timer_stop(loop, w);
+		return;
+	}
+	struct rank_proc *target = NULL;
+	if (o->kill_rank >= 0) {
+		target = &job->ranks[o->kill_rank];
+	} else {
+		/* A random running rank that still has a restart left, so that
+		 * random kills test recovery rather than the restart limit. */
+		int candidates = 0;
+		for (int i = 0; i < o->nranks; i++)
+			if (job->ranks[i].state == PROC_RUNNING &&
+			    job->ranks[i].restarts < o->max_restarts)
+				candidates++;
+		if (candidates > 0) {
+			int pick = (int)(next_random(job) % (uint64_t)candidates);
+			for (int i = 0; i < o->nranks && target == NULL; i++)
+				if (job->ranks[i].state == PROC_RUNNING &&
+				    job->ranks[i].restarts < o->max_restarts && pick-- == 0)
+					target = &job->ranks[i];
+		}
+	}
+	if (target)
+		kill_rank(job, target, o->kill_signal, "--kill-every");
+	if (job->kills_done >= o->kill_count)
+		ev_timer_stop(loop, w);
+}
+
+static void on_kill_at(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct job *job = w->data;
+	if (job->phase == PHASE_RUN)
+		kill_rank(job, &job->ranks[job->opts->kill_at_rank], SIGKILL, "--kill-at");
+}
+
+void ft_start(struct job *job)
+{
+	const struct cmrun_options *o = job->opts;
+	uint64_t seed = o->have_seed ? o->seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+	job->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
+	/* Mix so that small seeds (1, 2, 3) give unrelated sequences. */
+	for (int i = 0; i < 4; i++)
+		next_random(job);
+	if (o->kill_every_ns) {
+		double t = (double)o->kill_every_ns / 1e9;
+		output_verbose("fault injection: every %.3f s, %d kills at most, seed %llu", t,
+		               o->kill_count, (unsigned long long)seed);
+		ev_timer_init(&job->kill_timer, on_kill_every, t, t);
+		job->kill_timer.data = job;
+		ev_timer_start(job->loop, &job->kill_timer);
+	}
+	if (o->kill_at_rank >= 0) {
+		ev_timer_init(&job->kill_at_timer, on_kill_at, (double)o->kill_at_ns / 1e9, 0.);
+		job->kill_at_timer.data = job;
+		ev_timer_start(job->loop, &job->kill_at_timer);
+	}
+	if (o->status) {
+		ev_timer_init(&job->status_timer, on_status, STATUS_PERIOD, STATUS_PERIOD);
+		job->status_timer.data = job;
+		ev_timer_start(job->loop, &job->status_timer);
+	}
+}
+
+void ft_stop(struct job *job)
+{
+	const struct cmrun_options *o = job->opts;
+	if (o->kill_every_ns)
+		ev_timer_stop(job->loop, &job->kill_timer);
+	if (o->kill_at_rank >= 0)
+		ev_timer_stop(job->loop, &job->kill_at_timer);
+	if (o->status && ev_is_active(&job->status_timer)) {
+		ev_timer_stop(job->loop, &job->status_timer);
+		show_status(job, true);
+	}
+}
+
+bool ft_rank_failed(struct job *job, struct rank_proc *r, int wait_status)
+{
+	const struct cmrun_options *o = job->opts;
+	if (o->transport != CMRUN_TRANSPORT_CM || !WIFSIGNALED(wait_status))
+		return false;
+	char how[96];
+	describe_wait_status(wait_status, how, sizeof how);
+	if (r->restarts >= o->max_restarts) {
+		output_message("rank %d %s; not restarted: it reached --max-restarts %d", r->rank,
+		               how, o->max_restarts);
+		return false;
+	}
+	/* What the dead incarnation printed is out (or lost with it): the new
+	 * one's first bytes up to the furthest any incarnation got are
+	 * repeats. */
+	unsigned long long out_pos = output_source_position(r->out);
+	unsigned long long err_pos = output_source_position(r->err);
+	if (out_pos > r->out_seen)
+		r->out_seen = out_pos;
+	if (err_pos > r->err_seen)
+		r->err_seen = err_pos;
+	r->restarts++;
+	r->incarnation++;
+	job->restarts_total++;
+	output_verbose("rank %d (pid %d) %s: restarting it as incarnation %u (restart %d of %d)",
+	               r->rank, (int)r->pid, how, r->incarnation, r->restarts, o->max_restarts);
+	if (spawn_rank(job, r) < 0) {
+		output_message("rank %d %s, and restarting it failed", r->rank, how);
+		return false;
+	}
+	output_source_skip(r->out, r->out_seen);
+	output_source_skip(r->err, r->err_seen);
+	return true;
+}
