@@ -3,10 +3,14 @@
  * Only what is implemented is declared: a program that calls a function
  * missing here fails to compile or link, it never gets a stub that pretends
  * to succeed. The interface follows MPI-3.1 (const send buffers, MPI_Count,
- * the MPI-3.1 error classes); what is provided behaves as MPI-3.1 says. What
- * is not provided yet: communicator creation, groups, collectives other than
- * MPI_Barrier, derived datatypes, persistent requests, cancel, one-sided,
- * I/O, dynamic processes. MPI_Get_library_version names the subset.
+ * the MPI-3.1 error classes); what is provided behaves as MPI-3.1 says:
+ * point-to-point (blocking, non-blocking, persistent, buffered, cancel of
+ * receives), blocking collectives and reduction operations,
+ * intra-communicators and groups, attribute caching, Cartesian topologies,
+ * derived datatypes and MPI_Pack. Not provided: inter-communicators, graph
+ * topologies, non-blocking collectives, info objects, one-sided, I/O,
+ * dynamic processes, generalized requests. MPI_Get_library_version names
+ * the subset.
  *
  * Handles are plain integers (as in MPICH), so they work in static
  * initialisers, switch labels and == comparisons, and the library can
@@ -31,6 +35,8 @@ typedef int MPI_Comm;
 typedef int MPI_Datatype;
 typedef int MPI_Request;
 typedef int MPI_Errhandler;
+typedef int MPI_Group;
+typedef int MPI_Info; /* only MPI_INFO_NULL exists: no info calls are provided */
 typedef intptr_t MPI_Aint;
 typedef long long MPI_Offset;
 typedef long long MPI_Count;
@@ -50,6 +56,23 @@ typedef struct MPI_Status {
 #define MPI_COMM_NULL ((MPI_Comm)0x04000000)
 #define MPI_COMM_WORLD ((MPI_Comm)0x44000000)
 #define MPI_COMM_SELF ((MPI_Comm)0x44000001)
+
+/* ---- groups, comparisons, topologies, info ---- */
+#define MPI_GROUP_NULL ((MPI_Group)0x08000000)
+#define MPI_GROUP_EMPTY ((MPI_Group)0x48000000)
+#define MPI_INFO_NULL ((MPI_Info)0x1c000000)
+/* MPI_Comm_compare / MPI_Group_compare results */
+#define MPI_IDENT 0
+#define MPI_CONGRUENT 1
+#define MPI_SIMILAR 2
+#define MPI_UNEQUAL 3
+/* MPI_Topo_test results (only Cartesian topologies can be created) */
+#define MPI_GRAPH 1
+#define MPI_CART 2
+#define MPI_DIST_GRAPH 3
+/* MPI_Comm_split_type: the processes that can share memory (one host) */
+#define MPI_COMM_TYPE_SHARED 1
+#define MPI_MAX_OBJECT_NAME 128
 
 /* ---- predefined datatypes ---- */
 #define MPI_DATATYPE_NULL ((MPI_Datatype)0x0c000000)
@@ -112,9 +135,15 @@ typedef struct MPI_Status {
 #define MPI_MAX_PROCESSOR_NAME 256
 #define MPI_MAX_ERROR_STRING 256
 #define MPI_MAX_LIBRARY_VERSION_STRING 256
-/* MPI_Bsend does not use the attached buffer (see MPI_Buffer_attach), so
- * it needs no per-message overhead in it. */
-#define MPI_BSEND_OVERHEAD 0
+/* Bytes of the attached buffer a buffered send takes besides its packed
+ * data (MPI_Pack_size): room for MPI_Buffer_attach to size. */
+#define MPI_BSEND_OVERHEAD 32
+/* MPI_Type_create_subarray array orders */
+#define MPI_ORDER_C 56
+#define MPI_ORDER_FORTRAN 57
+/* The buffer argument that makes a derived type's displacements absolute
+ * addresses (MPI_Get_address). */
+#define MPI_BOTTOM ((void *)0)
 
 /* Attribute keys of the predefined communicator attributes
  * (MPI_Comm_get_attr). The largest valid tag is the value of MPI_TAG_UB:
@@ -124,6 +153,26 @@ typedef struct MPI_Status {
 #define MPI_HOST 0x64400003
 #define MPI_IO 0x64400005
 #define MPI_WTIME_IS_GLOBAL 0x64400007
+
+/* Attribute caching on communicators (MPI_Comm_create_keyval). A null copy
+ * function does not copy the attribute to a duplicate; MPI_COMM_DUP_FN
+ * copies the value. */
+typedef int MPI_Comm_copy_attr_function(MPI_Comm oldcomm, int comm_keyval, void *extra_state,
+                                        void *attribute_val_in, void *attribute_val_out,
+                                        int *flag);
+typedef int MPI_Comm_delete_attr_function(MPI_Comm comm, int comm_keyval, void *attribute_val,
+                                          void *extra_state);
+int chanmem_comm_dup_fn(MPI_Comm oldcomm, int comm_keyval, void *extra_state,
+                        void *attribute_val_in, void *attribute_val_out, int *flag);
+#define MPI_COMM_NULL_COPY_FN ((MPI_Comm_copy_attr_function *)0)
+#define MPI_COMM_NULL_DELETE_FN ((MPI_Comm_delete_attr_function *)0)
+#define MPI_COMM_DUP_FN chanmem_comm_dup_fn
+/* The MPI-1 names (removed in MPI-3.0, still common). */
+typedef MPI_Comm_copy_attr_function MPI_Copy_function;
+typedef MPI_Comm_delete_attr_function MPI_Delete_function;
+#define MPI_NULL_COPY_FN MPI_COMM_NULL_COPY_FN
+#define MPI_NULL_DELETE_FN MPI_COMM_NULL_DELETE_FN
+#define MPI_DUP_FN MPI_COMM_DUP_FN
 
 /* Thread support levels. MPI_Init_thread grants SINGLE and FUNNELED as
  * asked; SERIALIZED and MULTIPLE are answered with FUNNELED. */
@@ -209,9 +258,69 @@ double MPI_Wtime(void);
 double MPI_Wtick(void);
 
 /* ---- communicators ---- */
+/* Creating a communicator is collective over the parent; the new one gets
+ * its contexts from an agreement among the parent's members (messages on
+ * different communicators never match each other). MPI_Comm_free is
+ * local. */
 int MPI_Comm_rank(MPI_Comm comm, int *rank);
 int MPI_Comm_size(MPI_Comm comm, int *size);
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm);
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm);
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm);
+int MPI_Comm_free(MPI_Comm *comm);
+int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int *result);
+int MPI_Comm_group(MPI_Comm comm, MPI_Group *group);
+int MPI_Comm_test_inter(MPI_Comm comm, int *flag);
+int MPI_Comm_set_name(MPI_Comm comm, const char *comm_name);
+int MPI_Comm_get_name(MPI_Comm comm, char *comm_name, int *resultlen);
 int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void *attribute_val, int *flag);
+int MPI_Comm_set_attr(MPI_Comm comm, int comm_keyval, void *attribute_val);
+int MPI_Comm_delete_attr(MPI_Comm comm, int comm_keyval);
+int MPI_Comm_create_keyval(MPI_Comm_copy_attr_function *comm_copy_attr_fn,
+                           MPI_Comm_delete_attr_function *comm_delete_attr_fn, int *comm_keyval,
+                           void *extra_state);
+int MPI_Comm_free_keyval(int *comm_keyval);
+/* The MPI-1 names of the attribute calls. */
+int MPI_Attr_get(MPI_Comm comm, int keyval, void *attribute_val, int *flag);
+int MPI_Attr_put(MPI_Comm comm, int keyval, void *attribute_val);
+int MPI_Attr_delete(MPI_Comm comm, int keyval);
+int MPI_Keyval_create(MPI_Copy_function *copy_fn, MPI_Delete_function *delete_fn, int *keyval,
+                      void *extra_state);
+int MPI_Keyval_free(int *keyval);
+
+/* ---- groups ---- */
+int MPI_Group_size(MPI_Group group, int *size);
+int MPI_Group_rank(MPI_Group group, int *rank);
+int MPI_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[], MPI_Group group2,
+                              int ranks2[]);
+int MPI_Group_compare(MPI_Group group1, MPI_Group group2, int *result);
+int MPI_Group_union(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup);
+int MPI_Group_intersection(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup);
+int MPI_Group_difference(MPI_Group group1, MPI_Group group2, MPI_Group *newgroup);
+int MPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group *newgroup);
+int MPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group *newgroup);
+int MPI_Group_range_incl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup);
+int MPI_Group_range_excl(MPI_Group group, int n, int ranges[][3], MPI_Group *newgroup);
+int MPI_Group_free(MPI_Group *group);
+
+/* ---- Cartesian topologies ---- */
+/* MPI_Cart_create never reorders ranks (reorder is allowed to be ignored). */
+int MPI_Dims_create(int nnodes, int ndims, int dims[]);
+int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int periods[],
+                    int reorder, MPI_Comm *comm_cart);
+int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[]);
+int MPI_Cart_rank(MPI_Comm comm, const int coords[], int *rank);
+int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int *rank_source, int *rank_dest);
+int MPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[]);
+int MPI_Cartdim_get(MPI_Comm comm, int *ndims);
+int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm);
+int MPI_Topo_test(MPI_Comm comm, int *status);
+
+/* ---- memory ---- */
+/* info must be MPI_INFO_NULL. */
+int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr);
+int MPI_Free_mem(void *base);
 
 /* ---- point-to-point ---- */
 /* One message carries at most 1 GiB (a larger send is MPI_ERR_COUNT). */
@@ -238,11 +347,32 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, 
                          int source, int recvtag, MPI_Comm comm, MPI_Status *status);
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status);
 int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status);
-/* The attached buffer is recorded and handed back by MPI_Buffer_detach, but
- * MPI_Bsend/MPI_Ibsend behave as MPI_Send/MPI_Isend: the transports buffer
- * outgoing messages themselves. */
+/* MPI_Bsend/MPI_Ibsend copy the message into the attached buffer (packed
+ * size + MPI_BSEND_OVERHEAD bytes, reclaimed once the copy has been sent);
+ * no room: MPI_ERR_BUFFER. MPI_Buffer_detach waits until the buffer is
+ * empty. */
 int MPI_Buffer_attach(void *buffer, int size);
 int MPI_Buffer_detach(void *buffer_addr, int *size);
+/* Persistent requests: created inactive, started by MPI_Start/MPI_Startall,
+ * inactive again once completed; freed by MPI_Request_free. */
+int MPI_Send_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+                  MPI_Comm comm, MPI_Request *request);
+int MPI_Ssend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+                   MPI_Comm comm, MPI_Request *request);
+int MPI_Rsend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+                   MPI_Comm comm, MPI_Request *request);
+int MPI_Bsend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+                   MPI_Comm comm, MPI_Request *request);
+int MPI_Recv_init(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+                  MPI_Request *request);
+int MPI_Start(MPI_Request *request);
+int MPI_Startall(int count, MPI_Request array_of_requests[]);
+/* Cancel succeeds for a receive not yet matched under the direct
+ * transport. Under the cm transport a posted receive lives at the channel
+ * memory, which cannot withdraw it: the receive then completes normally
+ * (MPI_Test_cancelled gives false), as it also does for sends. */
+int MPI_Cancel(MPI_Request *request);
+int MPI_Test_cancelled(const MPI_Status *status, int *flag);
 
 /* ---- requests ---- */
 int MPI_Wait(MPI_Request *request, MPI_Status *status);
@@ -258,6 +388,7 @@ int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
 int MPI_Testsome(int incount, MPI_Request array_of_requests[], int *outcount,
                  int array_of_indices[], MPI_Status array_of_statuses[]);
 int MPI_Request_free(MPI_Request *request);
+int MPI_Request_get_status(MPI_Request request, int *flag, MPI_Status *status);
 
 /* ---- datatypes and statuses ---- */
 int MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int *count);
@@ -266,9 +397,132 @@ int MPI_Get_elements_x(const MPI_Status *status, MPI_Datatype datatype, MPI_Coun
 int MPI_Type_size(MPI_Datatype datatype, int *size);
 int MPI_Type_size_x(MPI_Datatype datatype, MPI_Count *size);
 int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint *lb, MPI_Aint *extent);
+int MPI_Type_get_extent_x(MPI_Datatype datatype, MPI_Count *lb, MPI_Count *extent);
+int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint *true_lb, MPI_Aint *true_extent);
+int MPI_Type_get_true_extent_x(MPI_Datatype datatype, MPI_Count *true_lb,
+                               MPI_Count *true_extent);
+
+/* ---- derived datatypes and packing ---- */
+/* A derived type must be committed before it is used to communicate or
+ * pack; it may be freed while an operation using it is pending. Data
+ * travels packed (the type map's bytes in order, gaps removed). */
+int MPI_Type_contiguous(int count, MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype,
+                    MPI_Datatype *newtype);
+int MPI_Type_create_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype,
+                            MPI_Datatype *newtype);
+int MPI_Type_indexed(int count, const int array_of_blocklengths[],
+                     const int array_of_displacements[], MPI_Datatype oldtype,
+                     MPI_Datatype *newtype);
+int MPI_Type_create_hindexed(int count, const int array_of_blocklengths[],
+                             const MPI_Aint array_of_displacements[], MPI_Datatype oldtype,
+                             MPI_Datatype *newtype);
+int MPI_Type_create_indexed_block(int count, int blocklength, const int array_of_displacements[],
+                                  MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_create_hindexed_block(int count, int blocklength,
+                                   const MPI_Aint array_of_displacements[], MPI_Datatype oldtype,
+                                   MPI_Datatype *newtype);
+int MPI_Type_create_struct(int count, const int array_of_blocklengths[],
+                           const MPI_Aint array_of_displacements[],
+                           const MPI_Datatype array_of_types[], MPI_Datatype *newtype);
+int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int array_of_subsizes[],
+                             const int array_of_starts[], int order, MPI_Datatype oldtype,
+                             MPI_Datatype *newtype);
+int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent,
+                            MPI_Datatype *newtype);
+int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_commit(MPI_Datatype *datatype);
+int MPI_Type_free(MPI_Datatype *datatype);
+/* The MPI-1 names (removed in MPI-3.0, still common): same as the
+ * MPI_Type_create_ forms. */
+int MPI_Type_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype,
+                     MPI_Datatype *newtype);
+int MPI_Type_hindexed(int count, const int array_of_blocklengths[],
+                      const MPI_Aint array_of_displacements[], MPI_Datatype oldtype,
+                      MPI_Datatype *newtype);
+int MPI_Type_struct(int count, const int array_of_blocklengths[],
+                    const MPI_Aint array_of_displacements[], const MPI_Datatype array_of_types[],
+                    MPI_Datatype *newtype);
+int MPI_Get_address(const void *location, MPI_Aint *address);
+MPI_Aint MPI_Aint_add(MPI_Aint base, MPI_Aint disp);
+MPI_Aint MPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2);
+int MPI_Pack(const void *inbuf, int incount, MPI_Datatype datatype, void *outbuf, int outsize,
+             int *position, MPI_Comm comm);
+int MPI_Unpack(const void *inbuf, int insize, int *position, void *outbuf, int outcount,
+               MPI_Datatype datatype, MPI_Comm comm);
+int MPI_Pack_size(int incount, MPI_Datatype datatype, MPI_Comm comm, int *size);
+
+/* ---- reduction operations ---- */
+/* Ops are integer handles like the others. The predefined ones apply to the
+ * types the standard lists for them (anything else is MPI_ERR_OP); MINLOC
+ * and MAXLOC take the pair types. User ops: MPI_Op_create; a
+ * non-commutative one is applied in rank order. */
+typedef int MPI_Op;
+typedef void MPI_User_function(void *invec, void *inoutvec, int *len, MPI_Datatype *datatype);
+#define MPI_OP_NULL ((MPI_Op)0x30000000)
+#define MPI_MAX ((MPI_Op)0x70000001)
+#define MPI_MIN ((MPI_Op)0x70000002)
+#define MPI_SUM ((MPI_Op)0x70000003)
+#define MPI_PROD ((MPI_Op)0x70000004)
+#define MPI_LAND ((MPI_Op)0x70000005)
+#define MPI_BAND ((MPI_Op)0x70000006)
+#define MPI_LOR ((MPI_Op)0x70000007)
+#define MPI_BOR ((MPI_Op)0x70000008)
+#define MPI_LXOR ((MPI_Op)0x70000009)
+#define MPI_BXOR ((MPI_Op)0x7000000a)
+#define MPI_MINLOC ((MPI_Op)0x7000000b)
+#define MPI_MAXLOC ((MPI_Op)0x7000000c)
+/* The send buffer argument of a collective that takes its input from the
+ * receive buffer (where the standard allows it). */
+#define MPI_IN_PLACE ((void *)-1)
+
+int MPI_Op_create(MPI_User_function *user_fn, int commute, MPI_Op *op);
+int MPI_Op_free(MPI_Op *op);
+int MPI_Op_commutative(MPI_Op op, int *commute);
+int MPI_Reduce_local(const void *inbuf, void *inoutbuf, int count, MPI_Datatype datatype,
+                     MPI_Op op);
 
 /* ---- collectives ---- */
+/* Blocking only. Algorithms and their cost model: docs/collectives.md. A
+ * single transfer inside a collective carries at most 1 GiB, as a message
+ * does (larger: MPI_ERR_COUNT). */
 int MPI_Barrier(MPI_Comm comm);
+int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
+int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+               int root, MPI_Comm comm);
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                  MPI_Comm comm);
+int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
+                       MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
+                             MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+             MPI_Comm comm);
+int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+               MPI_Comm comm);
+int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+               int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm);
+int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+                MPI_Comm comm);
+int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm);
+int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
+                 MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                 int root, MPI_Comm comm);
+int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                   const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                   MPI_Comm comm);
+int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                  MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                  const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm);
+int MPI_Alltoallw(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                  const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
+                  const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm);
 
 /* ---- errors ---- */
 int MPI_Error_string(int errorcode, char *string, int *resultlen);

@@ -1,6 +1,11 @@
 /* Collectives, built on point-to-point in each communicator's collective
- * context (so they can never match a user's receive). Only MPI_Barrier
- * for now; the others will follow the same pattern. */
+ * context (so they can never match a user's receive). This file: Barrier,
+ * which needs nothing but the point-to-point engine (MPI_Finalize uses it).
+ * The others: mpi_coll_bcast.c, mpi_coll_reduce.c (Reduce, Allreduce,
+ * Reduce_scatter), mpi_coll_scan.c, mpi_coll_gather.c (Gather, Scatter,
+ * Allgather), mpi_coll_alltoall.c; their shared pieces are in
+ * mpi_coll_util.c and mpi_coll_internal.h, the algorithm choice in
+ * mpi_coll_model.c, the reduction operations in mpi_op.c. */
 #include "mpi_internal.h"
 
 /* Dissemination barrier: in round k every rank signals rank + 2^k and

@@ -1,14 +1,89 @@
-/* Communicators: MPI_COMM_WORLD and MPI_COMM_SELF for now. The table is
- * indexed by the low bits of the handle, so communicators created later
- * (MPI_Comm_dup/split) only append entries with their own group and
- * context ids. */
-#include <stddef.h>
+/* Communicators: the handle table, the two predefined communicators, the
+ * group objects they share, context ids, and the attribute lookup. The
+ * collective creation calls are in mpi_comm_create.c, the group calls in
+ * mpi_group.c, the rest of attribute caching in mpi_attr.c.
+ *
+ * A communicator object lives as long as its handle or a request using it:
+ * MPI_Comm_free only drops the handle, so a pending operation on a freed
+ * communicator still completes (as MPI requires). */
+#include <stdlib.h>
+#include <string.h>
 
 #include "mpi_internal.h"
 
-#define COMM_TABLE_SIZE 2
+/* ---- groups ---- */
 
-static int self_world_rank; /* MPI_COMM_SELF's group: just this process */
+struct cm_mpi_group *cm_mpi_group_new(int size)
+{
+	struct cm_mpi_group *g = calloc(1, sizeof *g);
+	if (!g)
+		return NULL;
+	size_t n = size > 0 ? (size_t)size : 1;
+	g->world_of = malloc(n * sizeof *g->world_of);
+	g->by_world = malloc(n * sizeof *g->by_world);
+	if (!g->world_of || !g->by_world) {
+		free(g->world_of);
+		free(g->by_world);
+		free(g);
+		return NULL;
+	}
+	g->refs = 1;
+	g->size = size;
+	return g;
+}
+
+static const struct cm_mpi_group *sorting_group; /* qsort has no context argument */
+
+static int by_world_rank(const void *a, const void *b)
+{
+	int wa = sorting_group->world_of[*(const int *)a];
+	int wb = sorting_group->world_of[*(const int *)b];
+	return (wa > wb) - (wa < wb);
+}
+
+int cm_mpi_group_index(struct cm_mpi_group *g)
+{
+	for (int r = 0; r < g->size; r++)
+		g->by_world[r] = r;
+	sorting_group = g;
+	qsort(g->by_world, (size_t)g->size, sizeof *g->by_world, by_world_rank);
+	for (int i = 1; i < g->size; i++)
+		if (g->world_of[g->by_world[i]] == g->world_of[g->by_world[i - 1]])
+			return MPI_ERR_RANK;
+	return MPI_SUCCESS;
+}
+
+void cm_mpi_group_ref(struct cm_mpi_group *g)
+{
+	g->refs++;
+}
+
+void cm_mpi_group_unref(struct cm_mpi_group *g)
+{
+	if (--g->refs > 0)
+		return;
+	free(g->world_of);
+	free(g->by_world);
+	free(g);
+}
+
+int cm_mpi_group_rank_of(const struct cm_mpi_group *g, int world_rank)
+{
+	int lo = 0, hi = g->size;
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+		int w = g->world_of[g->by_world[mid]];
+		if (w == world_rank)
+			return g->by_world[mid];
+		if (w < world_rank)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return MPI_UNDEFINED;
+}
+
+/* ---- the predefined communicators ---- */
 
 static struct cm_mpi_comm comm_world = {
     .handle = MPI_COMM_WORLD,
@@ -17,28 +92,65 @@ static struct cm_mpi_comm comm_world = {
     .ctx_coll = CM_CTX_WORLD_COLL,
     .errhandler = MPI_ERRORS_ARE_FATAL,
     .name = "MPI_COMM_WORLD",
+    .predefined = 1,
 };
 
 static struct cm_mpi_comm comm_self = {
     .handle = MPI_COMM_SELF,
     .rank = 0,
     .size = 1,
-    .world_of = &self_world_rank,
     .ctx_pt2pt = CM_CTX_SELF_PT2PT,
     .ctx_coll = CM_CTX_SELF_COLL,
     .errhandler = MPI_ERRORS_ARE_FATAL,
     .name = "MPI_COMM_SELF",
+    .predefined = 1,
 };
 
-static struct cm_mpi_comm *const comm_table[COMM_TABLE_SIZE] = {&comm_world, &comm_self};
+/* Handle index -> communicator; NULL for a free slot. Slots 0 and 1 are
+ * the predefined ones; freed slots are reused. */
+static struct cm_mpi_comm **comm_table;
+static unsigned ncomms, comms_cap;
+static uint32_t next_ctx_pair = CM_CTX_PAIR_FIRST_FREE;
+
+/* A group of the given world ranks (n of them from first, or the single
+ * rank me). Failure here is out of memory at MPI_Init: fatal. */
+static struct cm_mpi_group *predefined_group(int n, int first)
+{
+	struct cm_mpi_group *g = cm_mpi_group_new(n);
+	if (!g) {
+		cm_mpi_raise(NULL, MPI_ERR_NO_MEM, "MPI_Init");
+		cm_mpi_exit(1);
+	}
+	for (int r = 0; r < n; r++)
+		g->world_of[r] = first + r;
+	cm_mpi_group_index(g);
+	return g;
+}
 
 void cm_mpi_comm_init(int world_rank, int world_size)
 {
 	comm_world.rank = world_rank;
 	comm_world.size = world_size;
 	comm_world.errhandler = MPI_ERRORS_ARE_FATAL;
-	self_world_rank = world_rank;
 	comm_self.errhandler = MPI_ERRORS_ARE_FATAL;
+	if (comm_world.group)
+		cm_mpi_group_unref(comm_world.group);
+	if (comm_self.group)
+		cm_mpi_group_unref(comm_self.group);
+	comm_world.group = predefined_group(world_size, 0);
+	comm_self.group = predefined_group(1, world_rank);
+	comm_self.world_of = comm_self.group->world_of;
+	free(comm_table);
+	comms_cap = 16;
+	comm_table = calloc(comms_cap, sizeof *comm_table);
+	if (!comm_table) {
+		cm_mpi_raise(NULL, MPI_ERR_NO_MEM, "MPI_Init");
+		cm_mpi_exit(1);
+	}
+	comm_table[CM_HANDLE_INDEX(MPI_COMM_WORLD)] = &comm_world;
+	comm_table[CM_HANDLE_INDEX(MPI_COMM_SELF)] = &comm_self;
+	ncomms = 2;
+	next_ctx_pair = CM_CTX_PAIR_FIRST_FREE;
 }
 
 struct cm_mpi_comm *cm_mpi_comm_world(void)
@@ -51,7 +163,7 @@ struct cm_mpi_comm *cm_mpi_comm_get(MPI_Comm comm)
 	if (CM_HANDLE_KIND(comm) != CM_KIND_COMM)
 		return NULL;
 	unsigned index = CM_HANDLE_INDEX(comm);
-	if (index >= COMM_TABLE_SIZE)
+	if (index >= ncomms)
 		return NULL;
 	return comm_table[index];
 }
@@ -60,13 +172,81 @@ int cm_mpi_comm_rank_of(const struct cm_mpi_comm *c, int world_rank)
 {
 	if (!c->world_of)
 		return world_rank >= 0 && world_rank < c->size ? world_rank : MPI_UNDEFINED;
-	/* Linear: groups are tiny today (MPI_COMM_SELF). Sub-communicators
-	 * will want an inverse table built at creation. */
-	for (int r = 0; r < c->size; r++)
-		if (c->world_of[r] == world_rank)
-			return r;
-	return MPI_UNDEFINED;
+	return cm_mpi_group_rank_of(c->group, world_rank);
 }
+
+/* ---- created communicators ---- */
+
+struct cm_mpi_comm *cm_mpi_comm_new(struct cm_mpi_group *g, int rank, uint32_t ctx_pair,
+                                    MPI_Errhandler errhandler)
+{
+	unsigned slot = 0;
+	while (slot < ncomms && comm_table[slot])
+		slot++;
+	if (slot == comms_cap) {
+		unsigned cap = comms_cap * 2;
+		struct cm_mpi_comm **grown;
+		if (cap > CM_HANDLE_INDEX_MAX ||
+		    !(grown = realloc(comm_table, cap * sizeof *grown))) {
+			cm_mpi_group_unref(g);
+			return NULL;
+		}
+		memset(grown + comms_cap, 0, (cap - comms_cap) * sizeof *grown);
+		comm_table = grown;
+		comms_cap = cap;
+	}
+	struct cm_mpi_comm *c = calloc(1, sizeof *c);
+	if (!c) {
+		cm_mpi_group_unref(g);
+		return NULL;
+	}
+	c->handle = (MPI_Comm)(CM_KIND_COMM | slot);
+	c->rank = rank;
+	c->size = g->size;
+	c->group = g;
+	c->world_of = g->world_of;
+	c->ctx_pt2pt = 2 * ctx_pair;
+	c->ctx_coll = 2 * ctx_pair + 1;
+	c->errhandler = errhandler;
+	c->refs = 1;
+	comm_table[slot] = c;
+	if (slot == ncomms)
+		ncomms++;
+	return c;
+}
+
+void cm_mpi_comm_ref(struct cm_mpi_comm *c)
+{
+	c->refs++;
+}
+
+void cm_mpi_comm_unref(struct cm_mpi_comm *c)
+{
+	if (--c->refs > 0 || c->predefined)
+		return;
+	cm_mpi_group_unref(c->group);
+	free(c->topo);
+	free(c);
+}
+
+void cm_mpi_comm_drop_handle(struct cm_mpi_comm *c)
+{
+	comm_table[CM_HANDLE_INDEX(c->handle)] = NULL;
+	cm_mpi_comm_unref(c);
+}
+
+uint32_t cm_mpi_ctx_pair_next(void)
+{
+	return next_ctx_pair;
+}
+
+void cm_mpi_ctx_pair_claim(uint32_t ctx_pair)
+{
+	if (ctx_pair >= next_ctx_pair)
+		next_ctx_pair = ctx_pair + 1;
+}
+
+/* ---- rank and size ---- */
 
 int MPI_Comm_rank(MPI_Comm comm, int *rank)
 {
@@ -90,6 +270,69 @@ int MPI_Comm_size(MPI_Comm comm, int *size)
 		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_size");
 	*size = c->size;
 	return MPI_SUCCESS;
+}
+
+/* ---- keyvals and attribute lookup ---- */
+
+/* User keyval handles: CM_KIND_KEYVAL | (slot + 1), below the predefined
+ * keys (0x644000xx). */
+#define KEYVAL_SLOTS_MAX 0x3fffffu
+
+static struct cm_mpi_keyval **keyvals;
+static unsigned nkeyvals, keyvals_cap;
+
+static int keyval_slot(int keyval)
+{
+	if (CM_HANDLE_KIND(keyval) != CM_KIND_KEYVAL)
+		return -1;
+	unsigned index = CM_HANDLE_INDEX(keyval);
+	if (index == 0 || index - 1 >= nkeyvals)
+		return -1;
+	return (int)(index - 1);
+}
+
+struct cm_mpi_keyval *cm_mpi_keyval_get(int keyval)
+{
+	int slot = keyval_slot(keyval);
+	return slot < 0 ? NULL : keyvals[slot];
+}
+
+int cm_mpi_keyval_register(struct cm_mpi_keyval *kv, int *keyval)
+{
+	unsigned slot = 0;
+	while (slot < nkeyvals && keyvals[slot])
+		slot++;
+	if (slot == keyvals_cap) {
+		unsigned cap = keyvals_cap ? keyvals_cap * 2 : 16;
+		struct cm_mpi_keyval **grown;
+		if (cap > KEYVAL_SLOTS_MAX || !(grown = realloc(keyvals, cap * sizeof *grown))) {
+			free(kv);
+			return MPI_ERR_NO_MEM;
+		}
+		keyvals = grown;
+		keyvals_cap = cap;
+	}
+	if (slot == nkeyvals)
+		nkeyvals++;
+	keyvals[slot] = kv;
+	*keyval = (int)(CM_KIND_KEYVAL | (slot + 1));
+	return MPI_SUCCESS;
+}
+
+void cm_mpi_keyval_drop_handle(int keyval)
+{
+	int slot = keyval_slot(keyval);
+	if (slot < 0 || !keyvals[slot])
+		return;
+	struct cm_mpi_keyval *kv = keyvals[slot];
+	keyvals[slot] = NULL;
+	cm_mpi_keyval_unref(kv);
+}
+
+void cm_mpi_keyval_unref(struct cm_mpi_keyval *kv)
+{
+	if (--kv->refs == 0)
+		free(kv);
 }
 
 /* The predefined attributes. Their values live here: MPI hands out a
@@ -122,9 +365,24 @@ int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void *attribute_val, int *
 		value = &attr_wtime_is_global;
 		break;
 	default:
-		return cm_mpi_raise(c, MPI_ERR_KEYVAL, "MPI_Comm_get_attr");
+		if (!cm_mpi_keyval_get(comm_keyval))
+			return cm_mpi_raise(c, MPI_ERR_KEYVAL, "MPI_Comm_get_attr");
+		*flag = 0;
+		for (struct cm_mpi_attr *a = c->attrs; a; a = a->next) {
+			if (a->keyval == comm_keyval) {
+				*(void **)attribute_val = a->value;
+				*flag = 1;
+				break;
+			}
+		}
+		return MPI_SUCCESS;
 	}
 	*(int **)attribute_val = value;
 	*flag = 1;
 	return MPI_SUCCESS;
+}
+
+int MPI_Attr_get(MPI_Comm comm, int keyval, void *attribute_val, int *flag)
+{
+	return MPI_Comm_get_attr(comm, keyval, attribute_val, flag);
 }

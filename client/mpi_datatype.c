@@ -1,10 +1,16 @@
-/* Datatypes: the predefined ones as objects with size, extent and a block
- * list. A basic type is one contiguous block; a pair type (MPI_DOUBLE_INT,
- * ...) is two blocks laid out as the C struct, possibly with a gap, which
- * is packed away on the wire. Derived types will add table entries built
- * from the same blocks. */
+/* Datatypes: the predefined ones, the table of derived ones (built by
+ * mpi_type_create.c), packing, and the calls that read a type or a status
+ * through one.
+ *
+ * A type is a list of runs (struct cm_mpi_block) in type-map order. A basic
+ * type is one run of one element; a pair type (MPI_DOUBLE_INT, ...) is two
+ * runs laid out as the C struct, possibly with a gap, which is packed away
+ * on the wire. A strided run stands for a whole vector, so a vector of a
+ * million doubles costs one run, not a million. */
 #include <limits.h>
+#include <stdalign.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <wchar.h>
 
@@ -22,10 +28,15 @@
 	    .size = sizeof(ctype),                                                                 \
 	    .lb = 0,                                                                               \
 	    .extent = sizeof(ctype),                                                               \
+	    .true_lb = 0,                                                                          \
+	    .true_extent = sizeof(ctype),                                                          \
 	    .elements = 1,                                                                         \
+	    .align = alignof(ctype),                                                               \
+	    .basic = (h),                                                                          \
 	    .contiguous = 1,                                                                       \
+	    .committed = 1,                                                                        \
 	    .nblocks = 1,                                                                          \
-	    .blocks = (const struct cm_mpi_block[]){{0, sizeof(ctype), 1}},                        \
+	    .blocks = (const struct cm_mpi_block[]){{0, sizeof(ctype), 1, 1, 0}},                  \
 	}
 
 /* A value-int pair, as the C struct { vtype v; int i; }. */
@@ -36,12 +47,17 @@
 	    .size = sizeof(vtype) + sizeof(int),                                                   \
 	    .lb = 0,                                                                               \
 	    .extent = sizeof(stype),                                                               \
+	    .true_lb = 0,                                                                          \
+	    .true_extent = offsetof(stype, i) + sizeof(int),                                       \
 	    .elements = 2,                                                                         \
+	    .align = alignof(stype),                                                               \
+	    .basic = (h),                                                                          \
 	    .contiguous = offsetof(stype, i) == sizeof(vtype) &&                                   \
 	                  sizeof(stype) == sizeof(vtype) + sizeof(int),                            \
+	    .committed = 1,                                                                        \
 	    .nblocks = 2,                                                                          \
-	    .blocks = (const struct cm_mpi_block[]){{offsetof(stype, v), sizeof(vtype), 1},        \
-	                                            {offsetof(stype, i), sizeof(int), 1}},         \
+	    .blocks = (const struct cm_mpi_block[]){{offsetof(stype, v), sizeof(vtype), 1, 1, 0},  \
+	                                            {offsetof(stype, i), sizeof(int), 1, 1, 0}},   \
 	}
 
 struct pair_float_int {
@@ -112,52 +128,114 @@ static const struct cm_mpi_datatype predefined[NUM_PREDEFINED] = {
     PAIR(MPI_LONG_DOUBLE_INT, struct pair_long_double_int, long double),
 };
 
+/* Derived types: handle index CM_DERIVED_BASE + slot. A freed slot is
+ * reused (its old handle then names the new type, as in other MPIs). */
+#define CM_DERIVED_BASE 0x100u
+
+static struct cm_mpi_datatype **derived;
+static unsigned nderived, derived_cap;
+
 const struct cm_mpi_datatype *cm_mpi_type_get(MPI_Datatype type)
 {
 	if (CM_HANDLE_KIND(type) != CM_KIND_DATATYPE)
 		return NULL;
 	unsigned index = CM_HANDLE_INDEX(type);
-	if (index >= NUM_PREDEFINED || predefined[index].size == 0)
+	if (index < NUM_PREDEFINED)
+		return predefined[index].size == 0 ? NULL : &predefined[index];
+	if (index < CM_DERIVED_BASE || index - CM_DERIVED_BASE >= nderived)
 		return NULL;
-	return &predefined[index];
+	return derived[index - CM_DERIVED_BASE];
+}
+
+int cm_mpi_type_register(struct cm_mpi_datatype *type)
+{
+	unsigned slot = 0;
+	while (slot < nderived && derived[slot])
+		slot++;
+	if (slot == nderived) {
+		if (nderived == derived_cap) {
+			unsigned cap = derived_cap ? derived_cap * 2 : 32;
+			struct cm_mpi_datatype **grown;
+			if (cap > CM_HANDLE_INDEX_MAX - CM_DERIVED_BASE ||
+			    !(grown = realloc(derived, cap * sizeof *grown))) {
+				free((void *)type->blocks);
+				free(type);
+				return MPI_ERR_NO_MEM;
+			}
+			derived = grown;
+			derived_cap = cap;
+		}
+		nderived++;
+	}
+	type->handle = (MPI_Datatype)(CM_KIND_DATATYPE | (CM_DERIVED_BASE + slot));
+	type->derived = 1;
+	type->refs = 1;
+	derived[slot] = type;
+	return MPI_SUCCESS;
+}
+
+void cm_mpi_type_ref(const struct cm_mpi_datatype *type)
+{
+	if (type->derived)
+		((struct cm_mpi_datatype *)type)->refs++;
+}
+
+void cm_mpi_type_unref(const struct cm_mpi_datatype *type)
+{
+	if (!type->derived)
+		return;
+	struct cm_mpi_datatype *t = (struct cm_mpi_datatype *)type;
+	if (--t->refs > 0)
+		return;
+	free((void *)t->blocks);
+	free(t);
+}
+
+/* Copies between count items in user memory and a packed stream, in
+ * type-map order, stopping after limit packed bytes. to_packed selects
+ * the direction. */
+static void copy_items(const struct cm_mpi_datatype *t, char *items, char *packed, size_t count,
+                       size_t limit, int to_packed)
+{
+	for (size_t n = 0; n < count && limit > 0; n++) {
+		char *origin = cm_mpi_addr(items, (MPI_Aint)n * t->extent);
+		for (int b = 0; b < t->nblocks && limit > 0; b++) {
+			const struct cm_mpi_block *blk = &t->blocks[b];
+			size_t len = blk->elem_size * blk->nelems;
+			char *mem = cm_mpi_addr(origin, blk->offset);
+			for (size_t r = 0; r < blk->count && limit > 0; r++) {
+				size_t n_bytes = len < limit ? len : limit;
+				if (to_packed)
+					memcpy(packed, mem, n_bytes);
+				else
+					memcpy(mem, packed, n_bytes);
+				packed += n_bytes;
+				limit -= n_bytes;
+				mem = cm_mpi_addr(mem, blk->stride);
+			}
+		}
+	}
 }
 
 void cm_mpi_pack(const struct cm_mpi_datatype *type, const void *src, size_t count, void *dst)
 {
-	const char *item = (const char *)src + type->lb;
-	char *out = dst;
 	if (type->contiguous) {
-		memcpy(out, item, count * type->size);
+		memcpy(dst, cm_mpi_addr(src, type->lb), count * type->size);
 		return;
 	}
-	for (size_t n = 0; n < count; n++, item += type->extent) {
-		for (int b = 0; b < type->nblocks; b++) {
-			size_t len = type->blocks[b].elem_size * type->blocks[b].nelems;
-			memcpy(out, item + type->blocks[b].offset, len);
-			out += len;
-		}
-	}
+	copy_items(type, (char *)src, dst, count, count * type->size, 1);
 }
 
 void cm_mpi_unpack(const struct cm_mpi_datatype *type, const void *src, size_t nbytes, void *dst)
 {
-	const char *in = src;
-	char *item = (char *)dst + type->lb;
+	if (nbytes == 0)
+		return;
 	if (type->contiguous) {
-		memcpy(item, in, nbytes);
+		memcpy(cm_mpi_addr(dst, type->lb), src, nbytes);
 		return;
 	}
-	while (nbytes > 0) {
-		for (int b = 0; b < type->nblocks && nbytes > 0; b++) {
-			size_t len = type->blocks[b].elem_size * type->blocks[b].nelems;
-			if (len > nbytes)
-				len = nbytes;
-			memcpy(item + type->blocks[b].offset, in, len);
-			in += len;
-			nbytes -= len;
-		}
-		item += type->extent;
-	}
+	size_t count = type->size ? (nbytes + type->size - 1) / type->size : 0;
+	copy_items(type, dst, (char *)src, count, nbytes, 0);
 }
 
 void cm_mpi_status_empty(MPI_Status *st)
@@ -182,9 +260,11 @@ void cm_mpi_status_proc_null(MPI_Status *st)
 }
 
 /* Whole items in the status's byte count, or MPI_UNDEFINED if the bytes
- * are not a whole number of items. */
+ * are not a whole number of items. A type without data: 0 items. */
 static MPI_Count count_items(MPI_Count bytes, const struct cm_mpi_datatype *t)
 {
+	if (t->size == 0)
+		return 0;
 	if (bytes % (MPI_Count)t->size != 0)
 		return MPI_UNDEFINED;
 	return bytes / (MPI_Count)t->size;
@@ -194,17 +274,22 @@ static MPI_Count count_items(MPI_Count bytes, const struct cm_mpi_datatype *t)
  * of a partial last item; MPI_UNDEFINED if a basic element is cut. */
 static MPI_Count count_elements(MPI_Count bytes, const struct cm_mpi_datatype *t)
 {
+	if (t->size == 0)
+		return 0;
 	MPI_Count n = bytes / (MPI_Count)t->size * (MPI_Count)t->elements;
 	size_t rest = (size_t)(bytes % (MPI_Count)t->size);
-	for (int b = 0; b < t->nblocks; b++) {
-		for (size_t e = 0; e < t->blocks[b].nelems; e++) {
-			if (rest == 0)
-				return n;
-			if (rest < t->blocks[b].elem_size)
-				return MPI_UNDEFINED; /* the data ends inside this element */
-			rest -= t->blocks[b].elem_size;
-			n++;
-		}
+	for (int b = 0; b < t->nblocks && rest > 0; b++) {
+		const struct cm_mpi_block *blk = &t->blocks[b];
+		size_t len = blk->elem_size * blk->nelems;
+		size_t whole = rest / len < blk->count ? rest / len : blk->count;
+		n += (MPI_Count)(whole * blk->nelems);
+		rest -= whole * len;
+		if (whole == blk->count)
+			continue;
+		/* The data ends inside this repetition. */
+		if (rest % blk->elem_size != 0)
+			return MPI_UNDEFINED; /* ... inside one of its elements */
+		return n + (MPI_Count)(rest / blk->elem_size);
 	}
 	return n;
 }
@@ -292,5 +377,71 @@ int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint *lb, MPI_Aint *extent)
 		return cm_mpi_raise(NULL, MPI_ERR_ARG, "MPI_Type_get_extent");
 	*lb = t->lb;
 	*extent = t->extent;
+	return MPI_SUCCESS;
+}
+
+int MPI_Type_get_extent_x(MPI_Datatype datatype, MPI_Count *lb, MPI_Count *extent)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Type_get_extent_x");
+	const struct cm_mpi_datatype *t = cm_mpi_type_get(datatype);
+	if (!t)
+		return cm_mpi_raise(NULL, MPI_ERR_TYPE, "MPI_Type_get_extent_x");
+	if (!lb || !extent)
+		return cm_mpi_raise(NULL, MPI_ERR_ARG, "MPI_Type_get_extent_x");
+	*lb = t->lb;
+	*extent = t->extent;
+	return MPI_SUCCESS;
+}
+
+int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint *true_lb, MPI_Aint *true_extent)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Type_get_true_extent");
+	const struct cm_mpi_datatype *t = cm_mpi_type_get(datatype);
+	if (!t)
+		return cm_mpi_raise(NULL, MPI_ERR_TYPE, "MPI_Type_get_true_extent");
+	if (!true_lb || !true_extent)
+		return cm_mpi_raise(NULL, MPI_ERR_ARG, "MPI_Type_get_true_extent");
+	*true_lb = t->true_lb;
+	*true_extent = t->true_extent;
+	return MPI_SUCCESS;
+}
+
+int MPI_Type_get_true_extent_x(MPI_Datatype datatype, MPI_Count *true_lb, MPI_Count *true_extent)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Type_get_true_extent_x");
+	const struct cm_mpi_datatype *t = cm_mpi_type_get(datatype);
+	if (!t)
+		return cm_mpi_raise(NULL, MPI_ERR_TYPE, "MPI_Type_get_true_extent_x");
+	if (!true_lb || !true_extent)
+		return cm_mpi_raise(NULL, MPI_ERR_ARG, "MPI_Type_get_true_extent_x");
+	*true_lb = t->true_lb;
+	*true_extent = t->true_extent;
+	return MPI_SUCCESS;
+}
+
+/* Committing is bookkeeping only: the run list built by the constructor is
+ * already the form packing uses. */
+int MPI_Type_commit(MPI_Datatype *datatype)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Type_commit");
+	const struct cm_mpi_datatype *t = datatype ? cm_mpi_type_get(*datatype) : NULL;
+	if (!t)
+		return cm_mpi_raise(NULL, MPI_ERR_TYPE, "MPI_Type_commit");
+	if (t->derived)
+		((struct cm_mpi_datatype *)t)->committed = 1;
+	return MPI_SUCCESS;
+}
+
+/* The handle dies now; the type itself once no operation in flight uses
+ * it (MPI allows freeing a type a pending receive still unpacks into). */
+int MPI_Type_free(MPI_Datatype *datatype)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Type_free");
+	const struct cm_mpi_datatype *t = datatype ? cm_mpi_type_get(*datatype) : NULL;
+	if (!t || !t->derived)
+		return cm_mpi_raise(NULL, MPI_ERR_TYPE, "MPI_Type_free");
+	derived[CM_HANDLE_INDEX(t->handle) - CM_DERIVED_BASE] = NULL;
+	cm_mpi_type_unref(t);
+	*datatype = MPI_DATATYPE_NULL;
 	return MPI_SUCCESS;
 }

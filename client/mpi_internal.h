@@ -1,14 +1,20 @@
 /* Private interface between the mpi_*.c files of libchanmem.
  *
  * Objects behind the integer handles of mpi.h:
- * - a communicator has a group (comm rank -> world rank table) and two
- *   context ids, one for point-to-point and one for collectives, so the
- *   messages of a collective can never match a user receive;
+ * - a communicator has a group (comm rank -> world rank table, shared and
+ *   reference counted) and two context ids, one for point-to-point and one
+ *   for collectives, so the messages of a collective can never match a user
+ *   receive; communicators created by the program agree on their context
+ *   ids through messages on the parent (mpi_comm_create.c);
  * - a datatype has a size (data bytes per item), an extent (memory span per
- *   item) and a list of blocks; contiguous types go to the transport straight
- *   from the user's buffer, the others are packed into a bounce buffer;
+ *   item) and a list of runs; contiguous types go to the transport straight
+ *   from the user's buffer, the others are packed once into a bounce buffer
+ *   on send and unpacked once from it on receive;
  * - a request embeds the transport's struct cm_req, so a request object
- *   never moves while the transport holds it.
+ *   never moves while the transport holds it; a persistent one is reused by
+ *   every start.
+ * Objects a pending operation uses (communicator, derived datatype) are
+ * reference counted, so MPI_Comm_free / MPI_Type_free can come first.
  * Only the handle tables and the MPI layer know these; the transport sees
  * world ranks, context ids and byte buffers. Internal symbols are hidden
  * from programs linking libchanmem. */
@@ -31,6 +37,8 @@
 #define CM_KIND_DATATYPE 0x4c000000u
 #define CM_KIND_REQUEST 0x58000000u
 #define CM_KIND_ERRHANDLER 0x54000000u
+#define CM_KIND_GROUP 0x48000000u
+#define CM_KIND_KEYVAL 0x64000000u
 #define CM_HANDLE_INDEX_MAX 0x00ffffffu
 
 /* Largest tag a program may use (the value of the MPI_TAG_UB attribute):
@@ -42,11 +50,17 @@
 #define CM_CTX_WORLD_COLL 1u
 #define CM_CTX_SELF_PT2PT 2u
 #define CM_CTX_SELF_COLL 3u
+/* Communicators created later get the pairs (2k, 2k + 1), k >= 2, agreed
+ * on by their members (mpi_comm_create.c). */
+#define CM_CTX_PAIR_FIRST_FREE 2u
 
 /* Tags inside a communicator's collective context: one range per
  * collective, so two different collectives can never cross-match even if a
  * program calls them in a different order on different ranks. */
 #define CM_COLL_TAG_BARRIER 0x100
+/* Communicator creation (mpi_comm_create.c): far above the collectives'
+ * ranges, one tag per round of its exchange. */
+#define CM_COMM_TAG_EXCHANGE 0x40000000
 
 /* ---- library state (mpi_init.c) ---- */
 
@@ -76,7 +90,35 @@ CM_HIDDEN void cm_mpi_not_initialized(const char *func) __attribute__((noreturn)
  * transport.h), then releases freed requests that completed. 0 or -1. */
 CM_HIDDEN int cm_mpi_progress(int timeout_ms);
 
-/* ---- communicators (mpi_comm.c) ---- */
+/* ---- groups (core in mpi_comm.c, MPI calls in mpi_group.c) ---- */
+
+/* An ordered set of world ranks, shared (reference counted) by the
+ * communicators and group handles that use it. Immutable once built. */
+struct cm_mpi_group {
+	int refs;
+	int size;
+	int *world_of; /* group rank -> world rank */
+	int *by_world; /* group ranks in increasing world rank: the inverse, by bisection */
+};
+
+/* A group of size members, refs = 1, world_of to be filled in by the
+ * caller, who then calls cm_mpi_group_index. NULL if out of memory. */
+CM_HIDDEN struct cm_mpi_group *cm_mpi_group_new(int size);
+/* Builds the inverse table once world_of is filled in. Returns
+ * MPI_SUCCESS, or MPI_ERR_RANK if a world rank repeats. */
+CM_HIDDEN int cm_mpi_group_index(struct cm_mpi_group *g);
+CM_HIDDEN void cm_mpi_group_ref(struct cm_mpi_group *g);
+CM_HIDDEN void cm_mpi_group_unref(struct cm_mpi_group *g);
+/* World rank -> rank in g, or MPI_UNDEFINED. */
+CM_HIDDEN int cm_mpi_group_rank_of(const struct cm_mpi_group *g, int world_rank);
+/* The group behind a handle (MPI_GROUP_EMPTY included), or NULL
+ * (mpi_group.c). */
+CM_HIDDEN struct cm_mpi_group *cm_mpi_group_get(MPI_Group group);
+
+/* ---- communicators (mpi_comm.c, creation in mpi_comm_create.c) ---- */
+
+struct cm_mpi_attr; /* a cached attribute (mpi_comm.c, mpi_attr.c) */
+struct cm_mpi_topo; /* a Cartesian topology (mpi_topo.c) */
 
 struct cm_mpi_comm {
 	MPI_Comm handle;
@@ -86,7 +128,12 @@ struct cm_mpi_comm {
 	uint32_t ctx_pt2pt;
 	uint32_t ctx_coll;
 	MPI_Errhandler errhandler;
-	const char *name;
+	char name[MPI_MAX_OBJECT_NAME];
+	struct cm_mpi_group *group; /* holds a reference; world_of is group->world_of or NULL */
+	int refs;                   /* the handle (until MPI_Comm_free) + requests using it */
+	int predefined;             /* MPI_COMM_WORLD, MPI_COMM_SELF: never freed */
+	struct cm_mpi_attr *attrs;
+	struct cm_mpi_topo *topo; /* owned; NULL: no topology */
 };
 
 /* Sets up MPI_COMM_WORLD and MPI_COMM_SELF for this job. */
@@ -101,6 +148,65 @@ static inline int cm_mpi_world_rank(const struct cm_mpi_comm *c, int rank)
 }
 /* World rank -> rank in c, or MPI_UNDEFINED if not a member. */
 CM_HIDDEN int cm_mpi_comm_rank_of(const struct cm_mpi_comm *c, int world_rank);
+/* A new communicator with a handle: group g (its reference is taken
+ * over), this process's rank in it, context pair ctx_pair (contexts
+ * 2 * ctx_pair and 2 * ctx_pair + 1). NULL if out of memory (g released). */
+CM_HIDDEN struct cm_mpi_comm *cm_mpi_comm_new(struct cm_mpi_group *g, int rank, uint32_t ctx_pair,
+                                              MPI_Errhandler errhandler);
+CM_HIDDEN void cm_mpi_comm_ref(struct cm_mpi_comm *c);
+CM_HIDDEN void cm_mpi_comm_unref(struct cm_mpi_comm *c);
+/* MPI_Comm_free's end: the handle dies, the object once no request uses
+ * it. The attributes must have been deleted already. */
+CM_HIDDEN void cm_mpi_comm_drop_handle(struct cm_mpi_comm *c);
+/* The lowest context pair this process has never used. */
+CM_HIDDEN uint32_t cm_mpi_ctx_pair_next(void);
+/* Marks the pairs up to ctx_pair as used. */
+CM_HIDDEN void cm_mpi_ctx_pair_claim(uint32_t ctx_pair);
+
+/* Communicator creation helpers (mpi_comm_create.c). They return an MPI
+ * error code (not raised). */
+/* Every member of c contributes n ints: all[r * n ... r * n + n - 1] gets
+ * rank r's. A Bruck allgather in point-to-point messages on c's collective
+ * context (so it is logged and replayed like any message). Collective. */
+CM_HIDDEN int cm_mpi_comm_allgather_ints(struct cm_mpi_comm *c, const int *mine, int n, int *all);
+/* MPI_Comm_split's engine: *out is the new communicator, or NULL for
+ * color MPI_UNDEFINED. Collective over c. */
+CM_HIDDEN int cm_mpi_comm_split(struct cm_mpi_comm *c, int color, int key,
+                                struct cm_mpi_comm **out);
+/* Copies the topology of from to to (mpi_topo.c). */
+CM_HIDDEN int cm_mpi_topo_copy(const struct cm_mpi_comm *from, struct cm_mpi_comm *to);
+
+/* ---- attributes (lookup in mpi_comm.c, the rest in mpi_attr.c) ---- */
+
+struct cm_mpi_keyval {
+	MPI_Comm_copy_attr_function *copy_fn;
+	MPI_Comm_delete_attr_function *delete_fn;
+	void *extra_state;
+	int refs; /* the handle (until MPI_Comm_free_keyval) + attributes using it */
+};
+
+struct cm_mpi_attr {
+	int keyval;
+	struct cm_mpi_keyval *kv; /* holds a reference */
+	void *value;
+	struct cm_mpi_attr *next;
+};
+
+/* The live keyval behind a user keyval handle, or NULL. */
+CM_HIDDEN struct cm_mpi_keyval *cm_mpi_keyval_get(int keyval);
+/* Gives kv (heap allocated, refs = 1) a handle: MPI_SUCCESS or
+ * MPI_ERR_NO_MEM (kv freed). */
+CM_HIDDEN int cm_mpi_keyval_register(struct cm_mpi_keyval *kv, int *keyval);
+/* MPI_Comm_free_keyval: the handle dies, the keyval once no attribute
+ * uses it. */
+CM_HIDDEN void cm_mpi_keyval_drop_handle(int keyval);
+CM_HIDDEN void cm_mpi_keyval_unref(struct cm_mpi_keyval *kv);
+/* MPI_Comm_dup: the attributes from copies to to through their copy
+ * callbacks. MPI_Comm_free: every attribute of c deleted through its delete
+ * callback. Both return MPI_SUCCESS or the first callback's error
+ * (mpi_attr.c). */
+CM_HIDDEN int cm_mpi_attr_copy_all(struct cm_mpi_comm *from, struct cm_mpi_comm *to);
+CM_HIDDEN int cm_mpi_attr_delete_all(struct cm_mpi_comm *c);
 
 /* ---- errors (mpi_error.c) ---- */
 
@@ -114,35 +220,74 @@ CM_HIDDEN int cm_mpi_errhandler_valid(MPI_Errhandler eh);
  * transport may be mid-operation). */
 CM_HIDDEN void cm_mpi_exit(int status) __attribute__((noreturn));
 
-/* ---- datatypes (mpi_datatype.c) ---- */
+/* ---- datatypes (mpi_datatype.c, constructors in mpi_type_create.c) ---- */
 
+/* A run of the type map: count repetitions, the i-th at offset + i * stride
+ * bytes from the item's origin (the buffer address of item 0: offsets are
+ * not relative to lb, and may be negative), each nelems consecutive basic
+ * elements of elem_size bytes. Runs are in type-map order, which is the
+ * order of the packed bytes. */
 struct cm_mpi_block {
-	size_t offset;    /* from the start of the item */
+	ptrdiff_t offset;
 	size_t elem_size; /* bytes of one basic element */
-	size_t nelems;    /* consecutive basic elements */
+	size_t nelems;    /* consecutive basic elements per repetition */
+	size_t count;     /* repetitions (>= 1) */
+	ptrdiff_t stride; /* bytes between repetitions */
 };
 
 struct cm_mpi_datatype {
 	MPI_Datatype handle;
 	const char *name;
 	size_t size; /* data bytes per item, gaps excluded: what travels */
-	MPI_Aint lb; /* memory layout of one item */
+	MPI_Aint lb; /* memory layout of one item: item i starts at i * extent */
 	MPI_Aint extent;
+	MPI_Aint true_lb; /* the bytes really touched by one item */
+	MPI_Aint true_extent;
 	size_t elements; /* basic elements per item (MPI_Get_elements) */
-	int contiguous;  /* one item's data is [lb, lb + size) with no gap and size == extent */
+	size_t align;    /* strictest alignment of its basic types (struct padding) */
+	/* The predefined type every basic element is of (a pair type counts as
+	 * one), or MPI_DATATYPE_NULL if mixed: a reduction can use it. */
+	MPI_Datatype basic;
+	int contiguous; /* count items are the bytes [lb, lb + count * size): no gap, size == extent
+	                 */
+	int committed;  /* usable for communication (predefined: always) */
+	int derived;    /* built by a constructor: reference counted, freed by MPI_Type_free */
+	/* lb / ub set explicitly (MPI_Type_create_resized, a subarray, or a part
+	 * that has them): they override the bounds of the data, as MPI's sticky
+	 * lb and ub markers do, and an explicit ub is never padded. */
+	int sticky_lb, sticky_ub;
+	int refs; /* derived: the user handle + operations in flight */
 	int nblocks;
 	const struct cm_mpi_block *blocks;
 };
 
-/* The datatype behind a handle, or NULL (MPI_DATATYPE_NULL included). */
+/* The datatype behind a handle, or NULL (MPI_DATATYPE_NULL included).
+ * Uncommitted derived types are returned too: check ->committed before
+ * communicating with one. */
 CM_HIDDEN const struct cm_mpi_datatype *cm_mpi_type_get(MPI_Datatype type);
-/* count items of type at src -> size*count contiguous bytes at dst. */
+/* An operation in flight keeps a derived type alive past MPI_Type_free
+ * (no-ops for predefined types). */
+CM_HIDDEN void cm_mpi_type_ref(const struct cm_mpi_datatype *type);
+CM_HIDDEN void cm_mpi_type_unref(const struct cm_mpi_datatype *type);
+/* Gives a new derived type (refs = 1, heap allocated with its blocks) a
+ * handle. Returns MPI_SUCCESS or MPI_ERR_NO_MEM (type freed). */
+CM_HIDDEN int cm_mpi_type_register(struct cm_mpi_datatype *type);
+/* Helpers for packing and unpacking, usable by every MPI file (the
+ * collectives use them for non-contiguous data):
+ * count items of type at src (the buffer argument of an MPI call) ->
+ * count * type->size contiguous bytes at dst. */
 CM_HIDDEN void cm_mpi_pack(const struct cm_mpi_datatype *type, const void *src, size_t count,
                            void *dst);
-/* The first nbytes of a packed stream at src -> the items at dst (a
- * truncated last item is stored as far as it goes). */
+/* The first nbytes of a packed stream at src -> the items at dst (the
+ * buffer argument; a truncated last item is stored as far as it goes). */
 CM_HIDDEN void cm_mpi_unpack(const struct cm_mpi_datatype *type, const void *src, size_t nbytes,
                              void *dst);
+/* buf + off as an address, without C pointer arithmetic (buf may be
+ * MPI_BOTTOM, i.e. NULL, with absolute displacements in the type). */
+static inline void *cm_mpi_addr(const void *buf, MPI_Aint off)
+{
+	return (void *)((uintptr_t)buf + (uintptr_t)off);
+}
 /* Status helpers shared by every completion path. */
 CM_HIDDEN void cm_mpi_status_empty(MPI_Status *st);
 CM_HIDDEN void cm_mpi_status_proc_null(MPI_Status *st);
@@ -152,28 +297,51 @@ CM_HIDDEN void cm_mpi_status_proc_null(MPI_Status *st);
 enum cm_mpi_req_state {
 	CM_RQ_FREE = 0, /* slot unused */
 	CM_RQ_ACTIVE,   /* handed to the transport, op.done not yet seen */
-	CM_RQ_COMPLETE  /* finished: status and error are final */
+	CM_RQ_COMPLETE, /* finished: status and error are final */
+	CM_RQ_INACTIVE  /* persistent request not started (or finished and completed) */
+};
+
+/* What a persistent request does each time it is started. */
+enum cm_mpi_persist_mode {
+	CM_PERSIST_SEND = 1,
+	CM_PERSIST_SSEND,
+	CM_PERSIST_BSEND,
+	CM_PERSIST_RECV
+};
+
+struct cm_mpi_persist {
+	enum cm_mpi_persist_mode mode;
+	void *buf;
+	int count;
+	const struct cm_mpi_datatype *type; /* holds a reference */
+	int peer;
+	int tag;
 };
 
 struct cm_mpi_request {
 	struct cm_req op; /* the transport's view; must not move while active */
 	MPI_Request handle;
 	enum cm_mpi_req_state state;
-	int detached; /* MPI_Request_free'd while active: released when it completes */
-	struct cm_mpi_comm *comm;
+	int detached;             /* MPI_Request_free'd while active: released when it completes */
+	struct cm_mpi_comm *comm; /* holds a reference */
 	/* recv: where the items go; bounce is the packed image for a
-	 * non-contiguous type (send: the packed copy of the items). */
+	 * non-contiguous type (send: the packed copy of the items). type holds
+	 * a reference until the receive is unpacked. */
 	void *ubuf;
 	const struct cm_mpi_datatype *type;
 	void *bounce;
 	MPI_Status status; /* final status once CM_RQ_COMPLETE */
 	int error;         /* final MPI error code once CM_RQ_COMPLETE */
+	int persistent;    /* MPI_Send_init & co: completing makes it CM_RQ_INACTIVE */
+	struct cm_mpi_persist persist;
 	struct cm_mpi_request *next_detached;
 };
 
 CM_HIDDEN struct cm_mpi_request *cm_mpi_req_alloc(struct cm_mpi_comm *c);
+/* Frees the request's slot (a persistent request: its arguments too). */
 CM_HIDDEN void cm_mpi_req_release(struct cm_mpi_request *r);
-/* The live, user-visible request behind a handle, or NULL. */
+/* The live, user-visible request behind a handle (an inactive persistent
+ * one included), or NULL. */
 CM_HIDDEN struct cm_mpi_request *cm_mpi_req_get(MPI_Request handle);
 /* Moves an active request to CM_RQ_COMPLETE if the transport finished it.
  * Returns 1 if the request is complete. */
@@ -182,7 +350,8 @@ CM_HIDDEN int cm_mpi_req_poll(struct cm_mpi_request *r);
  * transport failed (r stays active). */
 CM_HIDDEN int cm_mpi_req_wait(struct cm_mpi_request *r);
 /* Completes the call on a finished request: copies its status out (unless
- * st is NULL), releases it, returns its error code. */
+ * st is NULL), releases it (a persistent one becomes inactive instead),
+ * returns its error code. */
 CM_HIDDEN int cm_mpi_req_finish(struct cm_mpi_request *r, MPI_Status *st);
 /* Lets an active request finish in the background. */
 CM_HIDDEN void cm_mpi_req_detach(struct cm_mpi_request *r);
@@ -202,6 +371,32 @@ CM_HIDDEN int cm_mpi_start_send(struct cm_mpi_comm *c, const void *buf, int coun
 CM_HIDDEN int cm_mpi_start_recv(struct cm_mpi_comm *c, void *buf, int count,
                                 const struct cm_mpi_datatype *type, int peer, int tag, uint32_t ctx,
                                 struct cm_mpi_request **out);
+/* The same on a request object already allocated (a persistent request
+ * being started): the send or receive is started in r. On error r may
+ * hold a bounce buffer and a type reference the caller must drop. */
+CM_HIDDEN int cm_mpi_launch_send(struct cm_mpi_request *r, const void *buf, int count,
+                                 const struct cm_mpi_datatype *type, int peer, int tag,
+                                 uint32_t ctx, int sync);
+CM_HIDDEN int cm_mpi_launch_recv(struct cm_mpi_request *r, void *buf, int count,
+                                 const struct cm_mpi_datatype *type, int peer, int tag,
+                                 uint32_t ctx);
+/* A buffered send on c's point-to-point context: the message is copied
+ * into the attached buffer and sent from there (MPI_ERR_BUFFER if it does
+ * not fit). Complete for the caller when it returns MPI_SUCCESS. */
+CM_HIDDEN int cm_mpi_bsend_start(struct cm_mpi_comm *c, const void *buf, int count,
+                                 const struct cm_mpi_datatype *type, int peer, int tag);
+/* (Re)starts a persistent request r (state CM_RQ_INACTIVE) on its saved
+ * arguments. Returns an MPI error code; on error r stays inactive
+ * (mpi_persist.c). */
+CM_HIDDEN int cm_mpi_start_persistent(struct cm_mpi_request *r);
+/* Validation shared with the persistent-request calls; they return an
+ * error class (raising is the caller's). */
+CM_HIDDEN int cm_mpi_check_send(MPI_Comm comm, const void *buf, int count, MPI_Datatype datatype,
+                                int dest, int tag, struct cm_mpi_comm **c,
+                                const struct cm_mpi_datatype **t);
+CM_HIDDEN int cm_mpi_check_recv(MPI_Comm comm, const void *buf, int count, MPI_Datatype datatype,
+                                int source, int tag, struct cm_mpi_comm **c,
+                                const struct cm_mpi_datatype **t);
 
 /* ---- collectives (mpi_coll.c) ---- */
 

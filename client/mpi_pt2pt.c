@@ -4,6 +4,7 @@
  * ranks, a context id and packed bytes only. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "mpi_internal.h"
 #include "protocol.h"
@@ -19,16 +20,18 @@ static int check_data(MPI_Comm comm, const void *buf, int count, MPI_Datatype da
 	if (count < 0)
 		return MPI_ERR_COUNT;
 	*t = cm_mpi_type_get(datatype);
-	if (!*t)
+	if (!*t || !(*t)->committed)
 		return MPI_ERR_TYPE;
-	if (count > 0 && !buf)
+	/* NULL is MPI_BOTTOM: a valid buffer only for a derived type, whose
+	 * displacements may be absolute addresses (MPI_Get_address). */
+	if (count > 0 && !buf && !(*t)->derived)
 		return MPI_ERR_BUFFER;
-	if ((size_t)count > SIZE_MAX / (*t)->size)
+	if ((*t)->size > 0 && (size_t)count > SIZE_MAX / (*t)->size)
 		return MPI_ERR_COUNT;
 	return MPI_SUCCESS;
 }
 
-static int check_send(MPI_Comm comm, const void *buf, int count, MPI_Datatype datatype, int dest,
+int cm_mpi_check_send(MPI_Comm comm, const void *buf, int count, MPI_Datatype datatype, int dest,
                       int tag, struct cm_mpi_comm **c, const struct cm_mpi_datatype **t)
 {
 	int rc = check_data(comm, buf, count, datatype, c, t);
@@ -54,7 +57,7 @@ static int check_source_tag(const struct cm_mpi_comm *c, int source, int tag)
 	return MPI_SUCCESS;
 }
 
-static int check_recv(MPI_Comm comm, const void *buf, int count, MPI_Datatype datatype, int source,
+int cm_mpi_check_recv(MPI_Comm comm, const void *buf, int count, MPI_Datatype datatype, int source,
                       int tag, struct cm_mpi_comm **c, const struct cm_mpi_datatype **t)
 {
 	int rc = check_data(comm, buf, count, datatype, c, t);
@@ -63,16 +66,12 @@ static int check_recv(MPI_Comm comm, const void *buf, int count, MPI_Datatype da
 
 /* ---- starting operations ---- */
 
-/* Sends len bytes at data; bounce (may be NULL) is a malloc'd buffer the
- * request owns and frees when done. */
-static int start_send_bytes(struct cm_mpi_comm *c, const void *data, size_t len, void *bounce,
-                            int peer, int tag, uint32_t ctx, int sync, struct cm_mpi_request **out)
+/* Gives r (fresh from cm_mpi_req_alloc, or a persistent request being
+ * started) a send of len bytes at data; bounce (may be NULL) is a malloc'd
+ * buffer r owns from now on. */
+static int launch_send_bytes(struct cm_mpi_request *r, const void *data, size_t len, void *bounce,
+                             int peer, int tag, uint32_t ctx, int sync)
 {
-	struct cm_mpi_request *r = cm_mpi_req_alloc(c);
-	if (!r) {
-		free(bounce);
-		return MPI_ERR_NO_MEM;
-	}
 	r->bounce = bounce;
 	r->op.kind = CM_REQ_SEND;
 	if (peer == MPI_PROC_NULL) {
@@ -80,20 +79,64 @@ static int start_send_bytes(struct cm_mpi_comm *c, const void *data, size_t len,
 		free(r->bounce);
 		r->bounce = NULL;
 		r->state = CM_RQ_COMPLETE;
-		*out = r;
 		return MPI_SUCCESS;
 	}
-	r->op.peer = cm_mpi_world_rank(c, peer);
+	r->op.peer = cm_mpi_world_rank(r->comm, peer);
 	r->op.tag = tag;
 	r->op.ctx = ctx;
 	r->op.sbuf = data;
 	r->op.slen = len;
 	r->op.sync = sync;
 	if (cm_mpi.transport.isend(&cm_mpi.transport, &r->op) < 0) {
-		cm_mpi_req_release(r);
+		free(r->bounce);
+		r->bounce = NULL;
 		return MPI_ERR_OTHER;
 	}
-	*out = r;
+	return MPI_SUCCESS;
+}
+
+int cm_mpi_launch_send(struct cm_mpi_request *r, const void *buf, int count,
+                       const struct cm_mpi_datatype *type, int peer, int tag, uint32_t ctx,
+                       int sync)
+{
+	size_t len = (size_t)count * type->size;
+	if (type->contiguous || peer == MPI_PROC_NULL)
+		return launch_send_bytes(r, cm_mpi_addr(buf, type->lb), len, NULL, peer, tag, ctx,
+		                         sync);
+	void *bounce = malloc(len ? len : 1);
+	if (!bounce)
+		return MPI_ERR_NO_MEM;
+	cm_mpi_pack(type, buf, (size_t)count, bounce);
+	return launch_send_bytes(r, bounce, len, bounce, peer, tag, ctx, sync);
+}
+
+int cm_mpi_launch_recv(struct cm_mpi_request *r, void *buf, int count,
+                       const struct cm_mpi_datatype *type, int peer, int tag, uint32_t ctx)
+{
+	r->op.kind = CM_REQ_RECV;
+	if (peer == MPI_PROC_NULL) {
+		cm_mpi_status_proc_null(&r->status);
+		r->state = CM_RQ_COMPLETE;
+		return MPI_SUCCESS;
+	}
+	size_t len = (size_t)count * type->size;
+	r->ubuf = buf;
+	if (type->contiguous) {
+		r->op.rbuf = cm_mpi_addr(buf, type->lb);
+	} else {
+		r->bounce = malloc(len ? len : 1);
+		if (!r->bounce)
+			return MPI_ERR_NO_MEM;
+		r->op.rbuf = r->bounce;
+		r->type = type;
+		cm_mpi_type_ref(type);
+	}
+	r->op.rcap = len;
+	r->op.peer = peer == MPI_ANY_SOURCE ? CM_ANY_SOURCE : cm_mpi_world_rank(r->comm, peer);
+	r->op.tag = tag == MPI_ANY_TAG ? CM_ANY_TAG : tag;
+	r->op.ctx = ctx;
+	if (cm_mpi.transport.irecv(&cm_mpi.transport, &r->op) < 0)
+		return MPI_ERR_OTHER;
 	return MPI_SUCCESS;
 }
 
@@ -101,15 +144,16 @@ int cm_mpi_start_send(struct cm_mpi_comm *c, const void *buf, int count,
                       const struct cm_mpi_datatype *type, int peer, int tag, uint32_t ctx, int sync,
                       struct cm_mpi_request **out)
 {
-	size_t len = (size_t)count * type->size;
-	if (type->contiguous || peer == MPI_PROC_NULL)
-		return start_send_bytes(c, buf ? (const char *)buf + type->lb : buf, len, NULL,
-		                        peer, tag, ctx, sync, out);
-	void *bounce = malloc(len ? len : 1);
-	if (!bounce)
+	struct cm_mpi_request *r = cm_mpi_req_alloc(c);
+	if (!r)
 		return MPI_ERR_NO_MEM;
-	cm_mpi_pack(type, buf, (size_t)count, bounce);
-	return start_send_bytes(c, bounce, len, bounce, peer, tag, ctx, sync, out);
+	int rc = cm_mpi_launch_send(r, buf, count, type, peer, tag, ctx, sync);
+	if (rc) {
+		cm_mpi_req_release(r);
+		return rc;
+	}
+	*out = r;
+	return MPI_SUCCESS;
 }
 
 int cm_mpi_start_recv(struct cm_mpi_comm *c, void *buf, int count,
@@ -119,36 +163,139 @@ int cm_mpi_start_recv(struct cm_mpi_comm *c, void *buf, int count,
 	struct cm_mpi_request *r = cm_mpi_req_alloc(c);
 	if (!r)
 		return MPI_ERR_NO_MEM;
-	r->op.kind = CM_REQ_RECV;
-	if (peer == MPI_PROC_NULL) {
-		cm_mpi_status_proc_null(&r->status);
-		r->state = CM_RQ_COMPLETE;
-		*out = r;
-		return MPI_SUCCESS;
-	}
-	size_t len = (size_t)count * type->size;
-	r->ubuf = buf;
-	r->type = type;
-	if (type->contiguous) {
-		r->op.rbuf = buf ? (char *)buf + type->lb : buf;
-	} else {
-		r->bounce = malloc(len ? len : 1);
-		if (!r->bounce) {
-			cm_mpi_req_release(r);
-			return MPI_ERR_NO_MEM;
-		}
-		r->op.rbuf = r->bounce;
-	}
-	r->op.rcap = len;
-	r->op.peer = peer == MPI_ANY_SOURCE ? CM_ANY_SOURCE : cm_mpi_world_rank(c, peer);
-	r->op.tag = tag == MPI_ANY_TAG ? CM_ANY_TAG : tag;
-	r->op.ctx = ctx;
-	if (cm_mpi.transport.irecv(&cm_mpi.transport, &r->op) < 0) {
+	int rc = cm_mpi_launch_recv(r, buf, count, type, peer, tag, ctx);
+	if (rc) {
 		cm_mpi_req_release(r);
-		return MPI_ERR_OTHER;
+		return rc;
 	}
 	*out = r;
 	return MPI_SUCCESS;
+}
+
+/* ---- buffered sends ----
+ *
+ * MPI_Bsend packs the message into the buffer the program attached and
+ * sends it from there, so the call returns as soon as the copy is made,
+ * whatever the receiver does. The buffer holds a list of allocations in
+ * address order, each a header (MPI_BSEND_OVERHEAD bytes, copied in and
+ * out with memcpy: the buffer has no alignment guarantee) then the packed
+ * data. An allocation is reclaimed once the send made from it completes. */
+
+struct bsend_header {
+	size_t next;                /* offset of the next allocation, or BSEND_END */
+	size_t span;                /* bytes taken, header included */
+	struct cm_mpi_request *req; /* the send made from this allocation */
+};
+_Static_assert(sizeof(struct bsend_header) <= MPI_BSEND_OVERHEAD,
+               "MPI_BSEND_OVERHEAD must hold a buffered send's header");
+#define BSEND_END SIZE_MAX
+
+static char *attached_buffer;
+static size_t attached_size;
+static int buffer_is_attached;
+static size_t bsend_head = BSEND_END; /* first allocation */
+
+static struct bsend_header bsend_read(size_t off)
+{
+	struct bsend_header h;
+	memcpy(&h, attached_buffer + off, sizeof h);
+	return h;
+}
+
+static void bsend_write(size_t off, const struct bsend_header *h)
+{
+	memcpy(attached_buffer + off, h, sizeof *h);
+}
+
+/* Unlinks the allocations whose sends completed. Returns how many are
+ * still in use. */
+static int bsend_reclaim(void)
+{
+	int in_use = 0;
+	size_t prev = BSEND_END;
+	for (size_t off = bsend_head; off != BSEND_END;) {
+		struct bsend_header h = bsend_read(off);
+		if (cm_mpi_req_poll(h.req)) {
+			cm_mpi_req_release(h.req);
+			if (prev == BSEND_END) {
+				bsend_head = h.next;
+			} else {
+				struct bsend_header p = bsend_read(prev);
+				p.next = h.next;
+				bsend_write(prev, &p);
+			}
+		} else {
+			in_use++;
+			prev = off;
+		}
+		off = h.next;
+	}
+	return in_use;
+}
+
+/* First fit: the offset of a free range of span bytes, linked into the
+ * list with req as its owner, or BSEND_END if there is none. */
+static size_t bsend_alloc(size_t span, struct cm_mpi_request *req)
+{
+	size_t prev = BSEND_END, free_from = 0;
+	for (size_t off = bsend_head;;) {
+		size_t free_to = off == BSEND_END ? attached_size : off;
+		if (free_to >= free_from && free_to - free_from >= span) {
+			struct bsend_header h = {.next = off, .span = span, .req = req};
+			bsend_write(free_from, &h);
+			if (prev == BSEND_END) {
+				bsend_head = free_from;
+			} else {
+				struct bsend_header p = bsend_read(prev);
+				p.next = free_from;
+				bsend_write(prev, &p);
+			}
+			return free_from;
+		}
+		if (off == BSEND_END)
+			return BSEND_END;
+		struct bsend_header h = bsend_read(off);
+		prev = off;
+		free_from = off + h.span;
+		off = h.next;
+	}
+}
+
+/* Copies the message into the attached buffer and starts its send.
+ * MPI_ERR_BUFFER if no buffer is attached or it has no room even after
+ * reclaiming what the transport has finished with. */
+int cm_mpi_bsend_start(struct cm_mpi_comm *c, const void *buf, int count,
+                       const struct cm_mpi_datatype *type, int peer, int tag)
+{
+	if (peer == MPI_PROC_NULL)
+		return MPI_SUCCESS;
+	size_t len = (size_t)count * type->size;
+	if (!buffer_is_attached || len > attached_size ||
+	    attached_size - len < (size_t)MPI_BSEND_OVERHEAD)
+		return MPI_ERR_BUFFER;
+	struct cm_mpi_request *r = cm_mpi_req_alloc(c);
+	if (!r)
+		return MPI_ERR_NO_MEM;
+	size_t span = len + MPI_BSEND_OVERHEAD;
+	bsend_reclaim();
+	size_t off = bsend_alloc(span, r);
+	if (off == BSEND_END && cm_mpi_progress(0) == 0) {
+		bsend_reclaim();
+		off = bsend_alloc(span, r);
+	}
+	if (off == BSEND_END) {
+		cm_mpi_req_release(r);
+		return MPI_ERR_BUFFER;
+	}
+	char *data = attached_buffer + off + MPI_BSEND_OVERHEAD;
+	cm_mpi_pack(type, buf, (size_t)count, data);
+	int rc = launch_send_bytes(r, data, len, NULL, peer, tag, c->ctx_pt2pt, 0);
+	if (rc) {
+		/* Leave the failed request complete so the allocation is reclaimed. */
+		r->state = CM_RQ_COMPLETE;
+		r->error = rc;
+	}
+	return rc;
 }
 
 /* Waits for r and completes it: the tail of every blocking call. If the
@@ -173,7 +320,7 @@ static int send_blocking(const void *buf, int count, MPI_Datatype datatype, int 
 	const struct cm_mpi_datatype *t;
 	struct cm_mpi_request *r;
 	CM_MPI_REQUIRE_INIT(func);
-	int rc = check_send(comm, buf, count, datatype, dest, tag, &c, &t);
+	int rc = cm_mpi_check_send(comm, buf, count, datatype, dest, tag, &c, &t);
 	if (!rc)
 		rc = cm_mpi_start_send(c, buf, count, t, dest, tag, c->ctx_pt2pt, sync, &r);
 	if (rc)
@@ -200,7 +347,13 @@ int MPI_Rsend(const void *buf, int count, MPI_Datatype datatype, int dest, int t
 
 int MPI_Bsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)
 {
-	return send_blocking(buf, count, datatype, dest, tag, comm, 0, "MPI_Bsend");
+	struct cm_mpi_comm *c = NULL;
+	const struct cm_mpi_datatype *t;
+	CM_MPI_REQUIRE_INIT("MPI_Bsend");
+	int rc = cm_mpi_check_send(comm, buf, count, datatype, dest, tag, &c, &t);
+	if (!rc)
+		rc = cm_mpi_bsend_start(c, buf, count, t, dest, tag);
+	return rc ? cm_mpi_raise(c, rc, "MPI_Bsend") : MPI_SUCCESS;
 }
 
 static int send_nonblocking(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
@@ -210,7 +363,7 @@ static int send_nonblocking(const void *buf, int count, MPI_Datatype datatype, i
 	const struct cm_mpi_datatype *t;
 	struct cm_mpi_request *r;
 	CM_MPI_REQUIRE_INIT(func);
-	int rc = check_send(comm, buf, count, datatype, dest, tag, &c, &t);
+	int rc = cm_mpi_check_send(comm, buf, count, datatype, dest, tag, &c, &t);
 	if (!rc && !request)
 		rc = MPI_ERR_ARG;
 	if (!rc)
@@ -239,10 +392,30 @@ int MPI_Irsend(const void *buf, int count, MPI_Datatype datatype, int dest, int 
 	return send_nonblocking(buf, count, datatype, dest, tag, comm, 0, request, "MPI_Irsend");
 }
 
+/* Complete at once: the data is in the attached buffer when it returns. */
 int MPI_Ibsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                MPI_Request *request)
 {
-	return send_nonblocking(buf, count, datatype, dest, tag, comm, 0, request, "MPI_Ibsend");
+	struct cm_mpi_comm *c = NULL;
+	const struct cm_mpi_datatype *t;
+	struct cm_mpi_request *r = NULL;
+	CM_MPI_REQUIRE_INIT("MPI_Ibsend");
+	int rc = cm_mpi_check_send(comm, buf, count, datatype, dest, tag, &c, &t);
+	if (!rc && !request)
+		rc = MPI_ERR_ARG;
+	if (!rc && !(r = cm_mpi_req_alloc(c)))
+		rc = MPI_ERR_NO_MEM;
+	if (!rc) {
+		rc = cm_mpi_bsend_start(c, buf, count, t, dest, tag);
+		if (rc)
+			cm_mpi_req_release(r);
+	}
+	if (rc)
+		return cm_mpi_raise(c, rc, "MPI_Ibsend");
+	cm_mpi_status_empty(&r->status);
+	r->state = CM_RQ_COMPLETE;
+	*request = r->handle;
+	return MPI_SUCCESS;
 }
 
 /* ---- receives ---- */
@@ -254,7 +427,7 @@ int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, M
 	const struct cm_mpi_datatype *t;
 	struct cm_mpi_request *r;
 	CM_MPI_REQUIRE_INIT("MPI_Recv");
-	int rc = check_recv(comm, buf, count, datatype, source, tag, &c, &t);
+	int rc = cm_mpi_check_recv(comm, buf, count, datatype, source, tag, &c, &t);
 	if (!rc)
 		rc = cm_mpi_start_recv(c, buf, count, t, source, tag, c->ctx_pt2pt, &r);
 	if (rc)
@@ -269,7 +442,7 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag, 
 	const struct cm_mpi_datatype *t;
 	struct cm_mpi_request *r;
 	CM_MPI_REQUIRE_INIT("MPI_Irecv");
-	int rc = check_recv(comm, buf, count, datatype, source, tag, &c, &t);
+	int rc = cm_mpi_check_recv(comm, buf, count, datatype, source, tag, &c, &t);
 	if (!rc && !request)
 		rc = MPI_ERR_ARG;
 	if (!rc)
@@ -308,9 +481,10 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
 	const struct cm_mpi_datatype *st, *rt;
 	struct cm_mpi_request *rs, *rr;
 	CM_MPI_REQUIRE_INIT("MPI_Sendrecv");
-	int rc = check_send(comm, sendbuf, sendcount, sendtype, dest, sendtag, &c, &st);
+	int rc = cm_mpi_check_send(comm, sendbuf, sendcount, sendtype, dest, sendtag, &c, &st);
 	if (!rc)
-		rc = check_recv(comm, recvbuf, recvcount, recvtype, source, recvtag, &c, &rt);
+		rc =
+		    cm_mpi_check_recv(comm, recvbuf, recvcount, recvtype, source, recvtag, &c, &rt);
 	if (!rc)
 		rc = cm_mpi_start_recv(c, recvbuf, recvcount, rt, source, recvtag, c->ctx_pt2pt,
 		                       &rr);
@@ -331,7 +505,7 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, 
 	const struct cm_mpi_datatype *t;
 	struct cm_mpi_request *rs, *rr;
 	CM_MPI_REQUIRE_INIT("MPI_Sendrecv_replace");
-	int rc = check_send(comm, buf, count, datatype, dest, sendtag, &c, &t);
+	int rc = cm_mpi_check_send(comm, buf, count, datatype, dest, sendtag, &c, &t);
 	if (!rc)
 		rc = check_source_tag(c, source, recvtag);
 	if (rc)
@@ -347,8 +521,14 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, 
 		free(copy);
 		return cm_mpi_raise(c, rc, "MPI_Sendrecv_replace");
 	}
-	rc = start_send_bytes(c, copy, len, copy, dest, sendtag, c->ctx_pt2pt, 0, &rs);
+	rs = cm_mpi_req_alloc(c);
+	rc = rs ? launch_send_bytes(rs, copy, len, copy, dest, sendtag, c->ctx_pt2pt, 0)
+	        : MPI_ERR_NO_MEM;
 	if (rc) {
+		if (rs)
+			cm_mpi_req_release(rs);
+		else
+			free(copy);
 		cm_mpi_req_detach(rr);
 		return cm_mpi_raise(c, rc, "MPI_Sendrecv_replace");
 	}
@@ -405,11 +585,7 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status
 	return probe(source, tag, comm, 0, flag, status, "MPI_Iprobe");
 }
 
-/* ---- buffered-send buffer ---- */
-
-static void *attached_buffer;
-static int attached_size;
-static int buffer_is_attached;
+/* ---- the buffered-send buffer ---- */
 
 int MPI_Buffer_attach(void *buffer, int size)
 {
@@ -417,19 +593,24 @@ int MPI_Buffer_attach(void *buffer, int size)
 	if (size < 0 || (size > 0 && !buffer) || buffer_is_attached)
 		return cm_mpi_raise(NULL, MPI_ERR_BUFFER, "MPI_Buffer_attach");
 	attached_buffer = buffer;
-	attached_size = size;
+	attached_size = (size_t)size;
 	buffer_is_attached = 1;
+	bsend_head = BSEND_END;
 	return MPI_SUCCESS;
 }
 
+/* Blocks until every buffered message has left the buffer, as MPI says.
+ * With no buffer attached it hands back NULL and 0. */
 int MPI_Buffer_detach(void *buffer_addr, int *size)
 {
 	CM_MPI_REQUIRE_INIT("MPI_Buffer_detach");
 	if (!buffer_addr || !size)
 		return cm_mpi_raise(NULL, MPI_ERR_ARG, "MPI_Buffer_detach");
-	/* Nothing to drain: buffered sends never use this buffer. */
+	while (bsend_reclaim() > 0)
+		if (cm_mpi_progress(-1) < 0)
+			return cm_mpi_raise(NULL, MPI_ERR_OTHER, "MPI_Buffer_detach");
 	*(void **)buffer_addr = attached_buffer;
-	*size = attached_size;
+	*size = (int)attached_size;
 	attached_buffer = NULL;
 	attached_size = 0;
 	buffer_is_attached = 0;

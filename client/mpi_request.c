@@ -42,6 +42,8 @@ struct cm_mpi_request *cm_mpi_req_alloc(struct cm_mpi_comm *c)
 	r->handle = handle;
 	r->state = CM_RQ_ACTIVE;
 	r->comm = c;
+	if (c)
+		cm_mpi_comm_ref(c);
 	return r;
 }
 
@@ -49,6 +51,15 @@ void cm_mpi_req_release(struct cm_mpi_request *r)
 {
 	free(r->bounce);
 	r->bounce = NULL;
+	if (r->type)
+		cm_mpi_type_unref(r->type);
+	r->type = NULL;
+	if (r->persistent && r->persist.type)
+		cm_mpi_type_unref(r->persist.type);
+	r->persistent = 0;
+	if (r->comm)
+		cm_mpi_comm_unref(r->comm);
+	r->comm = NULL;
 	r->state = CM_RQ_FREE;
 	r->detached = 0;
 	r->next_detached = free_list;
@@ -77,6 +88,9 @@ static void complete(struct cm_mpi_request *r)
 		size_t stored = op->st_bytes < op->rcap ? op->st_bytes : op->rcap;
 		if (r->bounce)
 			cm_mpi_unpack(r->type, r->bounce, stored, r->ubuf);
+		if (r->type)
+			cm_mpi_type_unref(r->type);
+		r->type = NULL;
 		r->status.MPI_SOURCE = cm_mpi_comm_rank_of(r->comm, op->st_source);
 		r->status.MPI_TAG = op->st_tag;
 		r->status.MPI_ERROR = MPI_SUCCESS;
@@ -98,7 +112,7 @@ static void complete(struct cm_mpi_request *r)
 
 int cm_mpi_req_poll(struct cm_mpi_request *r)
 {
-	if (r->state == CM_RQ_COMPLETE)
+	if (r->state == CM_RQ_COMPLETE || r->state == CM_RQ_INACTIVE)
 		return 1;
 	if (r->state == CM_RQ_ACTIVE && r->op.done) {
 		complete(r);
@@ -126,7 +140,15 @@ int cm_mpi_req_finish(struct cm_mpi_request *r, MPI_Status *st)
 		st->cm_cancelled = r->status.cm_cancelled;
 		st->cm_bytes = r->status.cm_bytes;
 	}
-	cm_mpi_req_release(r);
+	if (r->persistent) {
+		/* Ready to be started again; waiting on it now returns at once
+		 * with an empty status, as MPI says for an inactive request. */
+		r->state = CM_RQ_INACTIVE;
+		r->error = 0;
+		cm_mpi_status_empty(&r->status);
+	} else {
+		cm_mpi_req_release(r);
+	}
 	return error;
 }
 
@@ -177,14 +199,27 @@ static int check_request_array(int count, const MPI_Request reqs[], const char *
 	return MPI_SUCCESS;
 }
 
-/* Finishes one request the caller found complete; raises its error. */
+/* An active request, or NULL for a null or inactive one (the any/some
+ * calls ignore both). */
+static struct cm_mpi_request *active_req(MPI_Request handle)
+{
+	struct cm_mpi_request *r = cm_mpi_req_get(handle);
+	return r && r->state != CM_RQ_INACTIVE ? r : NULL;
+}
+
+/* Finishes one request the caller found complete; raises its error. The
+ * handle becomes MPI_REQUEST_NULL unless the request is persistent. */
 static int finish_one(MPI_Request *handle, struct cm_mpi_request *r, MPI_Status *status,
                       const char *func)
 {
-	struct cm_mpi_comm *c = r->comm;
+	struct cm_mpi_comm *c = r->comm; /* kept alive for the error handler */
+	if (!r->persistent)
+		*handle = MPI_REQUEST_NULL;
+	cm_mpi_comm_ref(c);
 	int err = cm_mpi_req_finish(r, status);
-	*handle = MPI_REQUEST_NULL;
-	return err ? cm_mpi_raise(c, err, func) : MPI_SUCCESS;
+	int rc = err ? cm_mpi_raise(c, err, func) : MPI_SUCCESS;
+	cm_mpi_comm_unref(c);
+	return rc;
 }
 
 int MPI_Wait(MPI_Request *request, MPI_Status *status)
@@ -237,6 +272,8 @@ static int finish_all(int count, MPI_Request reqs[], MPI_Status statuses[], cons
 		if (r && r->error)
 			err_comm = r->comm;
 	}
+	if (err_comm)
+		cm_mpi_comm_ref(err_comm);
 	for (int i = 0; i < count; i++) {
 		MPI_Status *st = statuses == MPI_STATUSES_IGNORE ? NULL : &statuses[i];
 		struct cm_mpi_request *r = cm_mpi_req_get(reqs[i]);
@@ -244,12 +281,17 @@ static int finish_all(int count, MPI_Request reqs[], MPI_Status statuses[], cons
 			cm_mpi_status_empty(st);
 			continue;
 		}
+		if (!r->persistent)
+			reqs[i] = MPI_REQUEST_NULL;
 		int err = cm_mpi_req_finish(r, st);
-		reqs[i] = MPI_REQUEST_NULL;
 		if (err_comm && st)
 			st->MPI_ERROR = err;
 	}
-	return err_comm ? cm_mpi_raise(err_comm, MPI_ERR_IN_STATUS, func) : MPI_SUCCESS;
+	if (!err_comm)
+		return MPI_SUCCESS;
+	int rc = cm_mpi_raise(err_comm, MPI_ERR_IN_STATUS, func);
+	cm_mpi_comm_unref(err_comm);
+	return rc;
 }
 
 int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[])
@@ -300,12 +342,12 @@ int MPI_Testall(int count, MPI_Request array_of_requests[], int *flag,
 }
 
 /* The first complete request of the array: its index, MPI_UNDEFINED if
- * all are null, or -1 if some are still pending. */
+ * all are null or inactive, or -1 if some are still pending. */
 static int find_complete(int count, MPI_Request reqs[])
 {
 	int live = 0;
 	for (int i = 0; i < count; i++) {
-		struct cm_mpi_request *r = cm_mpi_req_get(reqs[i]);
+		struct cm_mpi_request *r = active_req(reqs[i]);
 		if (!r)
 			continue;
 		live++;
@@ -364,12 +406,12 @@ int MPI_Testany(int count, MPI_Request array_of_requests[], int *index, int *fla
 }
 
 /* Collects the complete requests into indices. Returns how many, or
- * MPI_UNDEFINED if every request is null. */
+ * MPI_UNDEFINED if every request is null or inactive. */
 static int collect_complete(int count, MPI_Request reqs[], int indices[])
 {
 	int live = 0, done = 0;
 	for (int i = 0; i < count; i++) {
-		struct cm_mpi_request *r = cm_mpi_req_get(reqs[i]);
+		struct cm_mpi_request *r = active_req(reqs[i]);
 		if (!r)
 			continue;
 		live++;
@@ -385,17 +427,29 @@ static int finish_some(int done, MPI_Request reqs[], const int indices[], MPI_St
 	struct cm_mpi_comm *err_comm = NULL;
 	for (int k = 0; k < done && !err_comm; k++) {
 		struct cm_mpi_request *r = cm_mpi_req_get(reqs[indices[k]]);
-		if (r->error)
+		if (r && r->error)
 			err_comm = r->comm;
 	}
+	if (err_comm)
+		cm_mpi_comm_ref(err_comm);
 	for (int k = 0; k < done; k++) {
 		MPI_Status *st = statuses == MPI_STATUSES_IGNORE ? NULL : &statuses[k];
-		int err = cm_mpi_req_finish(cm_mpi_req_get(reqs[indices[k]]), st);
-		reqs[indices[k]] = MPI_REQUEST_NULL;
+		struct cm_mpi_request *r = cm_mpi_req_get(reqs[indices[k]]);
+		if (!r) { /* a handle listed twice */
+			cm_mpi_status_empty(st);
+			continue;
+		}
+		if (!r->persistent)
+			reqs[indices[k]] = MPI_REQUEST_NULL;
+		int err = cm_mpi_req_finish(r, st);
 		if (err_comm && st)
 			st->MPI_ERROR = err;
 	}
-	return err_comm ? cm_mpi_raise(err_comm, MPI_ERR_IN_STATUS, func) : MPI_SUCCESS;
+	if (!err_comm)
+		return MPI_SUCCESS;
+	int rc = cm_mpi_raise(err_comm, MPI_ERR_IN_STATUS, func);
+	cm_mpi_comm_unref(err_comm);
+	return rc;
 }
 
 static int check_some_args(int incount, MPI_Request reqs[], int *outcount, int indices[],

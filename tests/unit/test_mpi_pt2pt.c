@@ -363,6 +363,53 @@ START_TEST(buffer_attach_detach)
 }
 END_TEST
 
+/* MPI_Bsend copies the packed message into the attached buffer, after an
+ * MPI_BSEND_OVERHEAD header, and sends it from there; a message that does
+ * not fit, or no buffer, is MPI_ERR_BUFFER. */
+START_TEST(bsend_uses_the_attached_buffer)
+{
+	static unsigned char space[2 * (16 + MPI_BSEND_OVERHEAD)];
+	short pair[2][2] = {{1, 2}, {3, 4}}; /* MPI_SHORT_INT packs away the padding */
+	int big[40] = {0};
+	void *back = NULL;
+	int size = -1;
+	init_returning(0, 2);
+	ck_assert_int_eq(MPI_Bsend(big, 1, MPI_INT, 1, 0, MPI_COMM_WORLD), MPI_ERR_BUFFER);
+	ck_assert_int_eq(MPI_Buffer_attach(space, (int)sizeof space), MPI_SUCCESS);
+	memset(space, 0xee, sizeof space);
+	ck_assert_int_eq(MPI_Bsend(big, 40, MPI_INT, 1, 0, MPI_COMM_WORLD), MPI_ERR_BUFFER);
+	ck_assert_int_eq(fake.nsent, 0);
+	int v[4] = {10, 11, 12, 13};
+	ck_assert_int_eq(MPI_Bsend(v, 4, MPI_INT, 1, 5, MPI_COMM_WORLD), MPI_SUCCESS);
+	ck_assert_int_eq(fake.nsent, 1);
+	ck_assert_int_eq(fake.sent[0].len, 16);
+	ck_assert_mem_eq(space + MPI_BSEND_OVERHEAD, v, 16); /* sent from the buffer */
+	/* The first allocation is reclaimed (the fake completed the send), so
+	 * a message filling the whole buffer fits. */
+	int fill[(sizeof space - MPI_BSEND_OVERHEAD) / sizeof(int)];
+	for (size_t i = 0; i < sizeof fill / sizeof fill[0]; i++)
+		fill[i] = (int)i;
+	ck_assert_int_eq(
+	    MPI_Bsend(fill, (int)(sizeof fill / sizeof fill[0]), MPI_INT, 1, 6, MPI_COMM_WORLD),
+	    MPI_SUCCESS);
+	ck_assert_mem_eq(space + MPI_BSEND_OVERHEAD, fill, sizeof fill);
+	MPI_Request rq = MPI_REQUEST_NULL;
+	ck_assert_int_eq(MPI_Ibsend(pair, 1, MPI_SHORT_INT, 1, 7, MPI_COMM_WORLD, &rq),
+	                 MPI_SUCCESS);
+	ck_assert_int_eq(fake.sent[2].len, sizeof(short) + sizeof(int));
+	int flag = 0;
+	ck_assert_int_eq(MPI_Test(&rq, &flag, MPI_STATUS_IGNORE), MPI_SUCCESS);
+	ck_assert_int_eq(flag, 1); /* complete once copied */
+	ck_assert(rq == MPI_REQUEST_NULL);
+	ck_assert_int_eq(MPI_Buffer_detach(&back, &size), MPI_SUCCESS);
+	ck_assert_ptr_eq(back, space);
+	ck_assert_int_eq(size, (int)sizeof space);
+	ck_assert_int_eq(MPI_Bsend(v, 1, MPI_INT, 1, 8, MPI_COMM_WORLD), MPI_ERR_BUFFER);
+	/* MPI_PROC_NULL needs no room. */
+	ck_assert_int_eq(MPI_Bsend(v, 1, MPI_INT, MPI_PROC_NULL, 8, MPI_COMM_WORLD), MPI_SUCCESS);
+}
+END_TEST
+
 /* The partners of the dissemination barrier: rank r sends to r + 2^k in
  * round k, for ceil(log2 P) rounds, on the collective context. */
 START_TEST(barrier_is_dissemination)
@@ -429,6 +476,7 @@ int main(void)
 	tcase_add_test(p2p, pair_types_are_packed);
 	tcase_add_test(p2p, sendrecv_and_replace);
 	tcase_add_test(p2p, buffer_attach_detach);
+	tcase_add_test(p2p, bsend_uses_the_attached_buffer);
 	suite_add_tcase(s, p2p);
 	suite_add_tcase(s, mpi_request_tcase());
 	TCase *coll = tcase_create("barrier");

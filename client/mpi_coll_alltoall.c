@@ -1,0 +1,171 @@
+/* Alltoall, Alltoallv, Alltoallw: pairwise exchange.
+ *
+ * At step s (1 .. P-1) rank r sends its block for r + s and receives the
+ * block of r - s: every block crosses the network once, directly from its
+ * sender to its receiver (through one CM under the cm transport), and each
+ * rank has one send and one receive per step, so the load on every rank
+ * and CM is even. Steps are started in batches of BATCH so that a step's
+ * latency overlaps the next ones' without flooding the CMs with the whole
+ * exchange at once. All three calls run the same code on per-peer blocks
+ * (count, type, byte offset). */
+#include <stdlib.h>
+
+#include "mpi_coll_internal.h"
+
+#define BATCH 8
+
+#define AT(buf, off) CM_COLL_AT(buf, off)
+
+/* sendbuf NULL: MPI_IN_PLACE, the outgoing blocks are rblk's blocks of
+ * recvbuf (packed first, since they are overwritten as data arrives). */
+static int alltoallw(struct cm_mpi_comm *c, const void *sendbuf, const struct cm_coll_blk *sblk,
+                     void *recvbuf, const struct cm_coll_blk *rblk)
+{
+	struct cm_coll k;
+	int P = c->size, r = c->rank, rc = MPI_SUCCESS;
+	char *packed = NULL;
+	size_t *pre = NULL;
+	cm_coll_begin(&k, c, CM_COLL_TAG_ALLTOALL);
+	if (!sendbuf) {
+		pre = malloc(((size_t)P + 1) * sizeof *pre);
+		if (!pre)
+			return MPI_ERR_NO_MEM;
+		pre[0] = 0;
+		for (int i = 0; i < P; i++)
+			pre[i + 1] = pre[i] + rblk[i].count * rblk[i].t->size;
+		packed = malloc(pre[P] ? pre[P] : 1);
+		if (!packed) {
+			free(pre);
+			return MPI_ERR_NO_MEM;
+		}
+		for (int i = 0; i < P; i++)
+			if (i != r)
+				cm_mpi_pack(rblk[i].t, AT(recvbuf, rblk[i].off), rblk[i].count,
+				            packed + pre[i]);
+	} else {
+		rc = cm_coll_copy(AT(sendbuf, sblk[r].off), sblk[r].count, sblk[r].t,
+		                  AT(recvbuf, rblk[r].off), rblk[r].count, rblk[r].t);
+	}
+	struct cm_mpi_request *reqs[2 * BATCH];
+	for (int first = 1; !rc && first < P; first += BATCH) {
+		int n = 0;
+		for (int s = first; !rc && s < P && s < first + BATCH; s++) {
+			int to = (r + s) % P, from = (r - s + P) % P;
+			rc = cm_coll_irecv(&k, AT(recvbuf, rblk[from].off), rblk[from].count,
+			                   rblk[from].t, from, 0, &reqs[n++]);
+			if (rc)
+				break;
+			if (packed)
+				rc = cm_coll_isend_bytes(&k, packed + pre[to],
+				                         pre[to + 1] - pre[to], to, 0, &reqs[n++]);
+			else
+				rc = cm_coll_isend(&k, AT(sendbuf, sblk[to].off), sblk[to].count,
+				                   sblk[to].t, to, 0, &reqs[n++]);
+		}
+		if (rc)
+			cm_coll_abandon(&k, reqs, n);
+		else
+			rc = cm_coll_waitall(&k, reqs, n);
+	}
+	cm_coll_free(&k, packed);
+	free(pre);
+	return rc;
+}
+
+/* ---- argument checks and the MPI calls ---- */
+
+/* One side of a call: per-peer counts, displacements (in extents of the
+ * type, or in bytes when bytes is set) and types (types NULL: type for
+ * all). counts NULL: count for all, at rank * count. Fills blk. */
+static int fill_side(const struct cm_mpi_comm *c, const void *buf, const int *counts,
+                     const int *displs, int count, MPI_Datatype type, const MPI_Datatype *types,
+                     int vector, int bytes, struct cm_coll_blk *blk)
+{
+	if (buf == MPI_IN_PLACE)
+		return MPI_ERR_BUFFER;
+	if (vector && (!counts || !displs || (bytes && !types)))
+		return MPI_ERR_ARG;
+	for (int i = 0; i < c->size; i++) {
+		const struct cm_mpi_datatype *t = cm_coll_type(types ? types[i] : type);
+		int n = vector ? counts[i] : count;
+		if (!t)
+			return MPI_ERR_TYPE;
+		if (n < 0)
+			return MPI_ERR_COUNT;
+		if (!cm_coll_buf_ok(buf, (size_t)n, t))
+			return MPI_ERR_BUFFER;
+		int rc = cm_coll_check_bytes((size_t)n, t);
+		if (rc)
+			return rc;
+		blk[i].t = t;
+		blk[i].count = (size_t)n;
+		if (bytes)
+			blk[i].off = (ptrdiff_t)displs[i];
+		else
+			blk[i].off = cm_coll_offset(t, vector ? displs[i] : (long long)i * count);
+	}
+	return MPI_SUCCESS;
+}
+
+enum a2a_kind { A2A_PLAIN, A2A_V, A2A_W };
+
+struct a2a_side {
+	const void *buf;
+	const int *counts;
+	const int *displs;
+	int count;
+	MPI_Datatype type;
+	const MPI_Datatype *types;
+};
+
+static int alltoall_call(struct a2a_side snd, struct a2a_side rcv, MPI_Comm comm,
+                         enum a2a_kind kind, const char *func)
+{
+	CM_MPI_REQUIRE_INIT(func);
+	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
+	if (!c)
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, func);
+	int P = c->size, vector = kind != A2A_PLAIN, bytes = kind == A2A_W;
+	struct cm_coll_blk *blk = malloc(2 * (size_t)P * sizeof *blk);
+	if (!blk)
+		return cm_mpi_raise(c, MPI_ERR_NO_MEM, func);
+	struct cm_coll_blk *sblk = blk, *rblk = blk + P;
+	int in_place = snd.buf == MPI_IN_PLACE;
+	int rc = MPI_SUCCESS;
+	if (!in_place)
+		rc = fill_side(c, snd.buf, snd.counts, snd.displs, snd.count, snd.type, snd.types,
+		               vector, bytes, sblk);
+	if (!rc)
+		rc = fill_side(c, rcv.buf, rcv.counts, rcv.displs, rcv.count, rcv.type, rcv.types,
+		               vector, bytes, rblk);
+	if (!rc)
+		rc = alltoallw(c, in_place ? NULL : snd.buf, sblk, (void *)rcv.buf, rblk);
+	free(blk);
+	return cm_mpi_raise(c, rc, func);
+}
+
+int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+	struct a2a_side snd = {sendbuf, NULL, NULL, sendcount, sendtype, NULL};
+	struct a2a_side rcv = {recvbuf, NULL, NULL, recvcount, recvtype, NULL};
+	return alltoall_call(snd, rcv, comm, A2A_PLAIN, "MPI_Alltoall");
+}
+
+int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                  MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[],
+                  MPI_Datatype recvtype, MPI_Comm comm)
+{
+	struct a2a_side snd = {sendbuf, sendcounts, sdispls, 0, sendtype, NULL};
+	struct a2a_side rcv = {recvbuf, recvcounts, rdispls, 0, recvtype, NULL};
+	return alltoall_call(snd, rcv, comm, A2A_V, "MPI_Alltoallv");
+}
+
+int MPI_Alltoallw(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                  const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
+                  const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm)
+{
+	struct a2a_side snd = {sendbuf, sendcounts, sdispls, 0, MPI_DATATYPE_NULL, sendtypes};
+	struct a2a_side rcv = {recvbuf, recvcounts, rdispls, 0, MPI_DATATYPE_NULL, recvtypes};
+	return alltoall_call(snd, rcv, comm, A2A_W, "MPI_Alltoallw");
+}

@@ -1,0 +1,245 @@
+/* The cost model that picks a collective algorithm (docs/collectives.md
+ * explains it and lists the choices it makes).
+ *
+ * pLogP terms, in nanoseconds: a message of m bytes costs its sender the gap
+ * g(m) = o + m*G and reaches its receiver L later; combining m bytes costs
+ * m*GAMMA, copying them locally m*COPY. An algorithm's time on its critical
+ * path is T_path. Under the cm transport every byte also crosses a channel
+ * memory, and the CMs are shared by every rank: with K CMs serving the
+ * communicator, moving B bytes in all takes at least B*G_RELAY/K. The
+ * estimate is max(T_path, B*G_RELAY/K) (without relays, T_path), plus
+ * T_path/1000 so that between two schemes both bound by the relays the
+ * shorter critical path wins.
+ *
+ * The inputs are identical on every rank (byte counts, communicator size,
+ * transport, CM homes of the members), and the constants are constants, not
+ * measurements: every rank, and every re-execution of a rank after a
+ * failure, chooses the same algorithm. */
+#include <string.h>
+
+#include "mpi_coll_internal.h"
+
+struct model {
+	double L, o, G, g_relay, gamma, copy;
+	int relays; /* CMs serving the communicator; 0: no relay */
+};
+
+/* Ping-pong figures on loopback (docs/collectives.md). Under cm, G
+ * includes the store-and-forward copy through the CM. */
+static const struct model direct_model = {4500, 1000, 0.3, 0, 0.3, 0.1, 0};
+static const struct model relayed_model = {12000, 2000, 0.9, 0.6, 0.3, 0.1, 1};
+
+/* Number of distinct channel memories homing c's members. No allocation:
+ * a failure could not be allowed to change the answer on one rank only. */
+#define MAX_COUNTED_CMS 4096 /* as many as the job environment allows */
+static int count_relays(const struct cm_mpi_comm *c)
+{
+	const struct cm_job *job = &cm_mpi.job;
+	if (job->ncms <= 1 || !job->home)
+		return 1;
+	unsigned char seen[MAX_COUNTED_CMS / 8] = {0};
+	int k = 0;
+	for (int r = 0; r < c->size; r++) {
+		int home = job->home[cm_mpi_world_rank(c, r)];
+		if (home < 0 || home >= MAX_COUNTED_CMS)
+			continue;
+		if (!(seen[home / 8] & (1u << (home % 8)))) {
+			seen[home / 8] |= (unsigned char)(1u << (home % 8));
+			k++;
+		}
+	}
+	return k > 0 ? k : 1;
+}
+
+static struct model model_of(const struct cm_mpi_comm *c)
+{
+	if (strcmp(cm_mpi.transport_name, "cm") != 0)
+		return direct_model;
+	struct model m = relayed_model;
+	m.relays = count_relays(c);
+	return m;
+}
+
+static double gap(const struct model *md, double m)
+{
+	return md->o + m * md->G;
+}
+
+/* ceil(log2 P), floor(log2 P) */
+static int ceil_log2(int P)
+{
+	int n = 0;
+	while ((1 << n) < P)
+		n++;
+	return n;
+}
+
+static int floor_log2(int P)
+{
+	int n = 0;
+	while ((2 << n) <= P)
+		n++;
+	return n;
+}
+
+static double estimate(const struct model *md, double path, double relayed_bytes)
+{
+	double t = path;
+	if (md->relays > 0) {
+		double through = relayed_bytes * md->g_relay / md->relays;
+		if (through > t)
+			t = through;
+	}
+	return t + path / 1000;
+}
+
+/* ---- per collective (m: bytes, P: ranks) ---- */
+
+static double bcast_binomial(const struct model *md, int P, double m)
+{
+	/* the root sends ceil(log2 P) times, the last one reaches the
+	 * deepest leaf after ceil(log2 P) hops */
+	return estimate(md, ceil_log2(P) * (gap(md, m) + md->L), (P - 1) * m);
+}
+
+static double bcast_chain(const struct model *md, int P, double m)
+{
+	/* k segments of s bytes; k taken as a real number, so that the
+	 * choice does not flip back and forth as a segment fills up */
+	double s = m < (double)CM_COLL_SEGMENT ? m : (double)CM_COLL_SEGMENT;
+	double k = s > 0 ? m / s : 1;
+	return estimate(md, (P - 1) * (gap(md, s) + md->L) + (k - 1) * gap(md, s), (P - 1) * m);
+}
+
+static double bcast_best(const struct model *md, int P, double m, enum cm_bcast_alg *alg)
+{
+	double tree = bcast_binomial(md, P, m);
+	/* P <= 2: one message either way */
+	double chain = P > 2 ? bcast_chain(md, P, m) : tree;
+	if (alg)
+		*alg = chain < tree ? CM_BCAST_CHAIN : CM_BCAST_BINOMIAL;
+	return chain < tree ? chain : tree;
+}
+
+enum cm_bcast_alg cm_coll_bcast_alg(const struct cm_mpi_comm *c, size_t bytes)
+{
+	struct model md = model_of(c);
+	enum cm_bcast_alg alg;
+	bcast_best(&md, c->size, (double)bytes, &alg);
+	return alg;
+}
+
+static double reduce_binomial(const struct model *md, int P, double m)
+{
+	return estimate(md, ceil_log2(P) * (gap(md, m) + md->L + m * md->gamma), (P - 1) * m);
+}
+
+/* Ring reduce-scatter, then the P blocks gathered at the root. */
+static double reduce_ring(const struct model *md, int P, double m)
+{
+	double b = m / P;
+	double path = (P - 1) * (gap(md, b) + md->L + b * md->gamma) + (P - 1) * gap(md, b) + md->L;
+	return estimate(md, path, (P - 1) * m + (P - 1) * b);
+}
+
+static double reduce_best(const struct model *md, int P, double m, int ring_ok,
+                          enum cm_reduce_alg *alg)
+{
+	double tree = reduce_binomial(md, P, m);
+	double ring = ring_ok && P > 2 ? reduce_ring(md, P, m) : tree;
+	if (alg)
+		*alg = ring < tree ? CM_REDUCE_RING : CM_REDUCE_BINOMIAL;
+	return ring < tree ? ring : tree;
+}
+
+enum cm_reduce_alg cm_coll_reduce_alg(const struct cm_mpi_comm *c, size_t bytes, int ring_ok)
+{
+	struct model md = model_of(c);
+	enum cm_reduce_alg alg;
+	reduce_best(&md, c->size, (double)bytes, ring_ok, &alg);
+	return alg;
+}
+
+/* Recursive doubling over the largest power of two p2 <= P, the other
+ * P - p2 ranks folded in before and served after. */
+static double allreduce_doubling(const struct model *md, int P, double m)
+{
+	int steps = floor_log2(P), p2 = 1 << steps;
+	double step = gap(md, m) + md->L + m * md->gamma;
+	double path = steps * step + (P > p2 ? step + gap(md, m) + md->L : 0);
+	return estimate(md, path, (double)p2 * steps * m + 2.0 * (P - p2) * m);
+}
+
+/* Ring reduce-scatter, then ring allgather. */
+static double allreduce_ring(const struct model *md, int P, double m)
+{
+	double b = m / P;
+	double path = 2.0 * (P - 1) * (gap(md, b) + md->L) + (P - 1) * b * md->gamma;
+	return estimate(md, path, 2.0 * (P - 1) * m);
+}
+
+enum cm_allreduce_alg cm_coll_allreduce_alg(const struct cm_mpi_comm *c, size_t bytes, int ring_ok)
+{
+	struct model md = model_of(c);
+	int P = c->size;
+	double m = (double)bytes;
+	double best = allreduce_doubling(&md, P, m);
+	enum cm_allreduce_alg alg = CM_ALLREDUCE_DOUBLING;
+	if (P <= 2)
+		return alg;
+	double t = reduce_best(&md, P, m, ring_ok, NULL) + bcast_best(&md, P, m, NULL);
+	if (t < best) {
+		best = t;
+		alg = CM_ALLREDUCE_REDUCE_BCAST;
+	}
+	if (ring_ok && allreduce_ring(&md, P, m) < best)
+		alg = CM_ALLREDUCE_RING;
+	return alg;
+}
+
+/* Bruck: ceil(log2 P) messages carrying (P-1)/P of the result, which is
+ * copied twice more (packing, final rotation). */
+static double allgather_bruck(const struct model *md, int P, double m)
+{
+	double path = ceil_log2(P) * (md->o + md->L) + (P - 1) * (m / P) * md->G + 2 * m * md->copy;
+	return estimate(md, path, (P - 1) * m);
+}
+
+static double allgather_ring(const struct model *md, int P, double m)
+{
+	return estimate(md, (P - 1) * (gap(md, m / P) + md->L), (P - 1) * m);
+}
+
+enum cm_allgather_alg cm_coll_allgather_alg(const struct cm_mpi_comm *c, size_t bytes)
+{
+	struct model md = model_of(c);
+	double m = (double)bytes;
+	return allgather_ring(&md, c->size, m) < allgather_bruck(&md, c->size, m)
+	           ? CM_ALLGATHER_RING
+	           : CM_ALLGATHER_BRUCK;
+}
+
+enum cm_scan_alg cm_coll_scan_alg(const struct cm_mpi_comm *c, size_t bytes)
+{
+	struct model md = model_of(c);
+	int P = c->size;
+	double m = (double)bytes;
+	double doubling = estimate(&md, ceil_log2(P) * (gap(&md, m) + md.L + 2 * m * md.gamma),
+	                           (double)P * floor_log2(P) * m);
+	double chain = estimate(&md, (P - 1) * (gap(&md, m) + md.L + m * md.gamma), (P - 1) * m);
+	return chain < doubling ? CM_SCAN_CHAIN : CM_SCAN_DOUBLING;
+}
+
+enum cm_reduce_scatter_alg cm_coll_reduce_scatter_alg(const struct cm_mpi_comm *c, size_t bytes,
+                                                      int ring_ok)
+{
+	struct model md = model_of(c);
+	int P = c->size;
+	double m = (double)bytes, b = m / P;
+	if (!ring_ok || P <= 2)
+		return CM_REDUCE_SCATTER_REDUCE;
+	double via_reduce = reduce_best(&md, P, m, ring_ok, NULL) +
+	                    estimate(&md, (P - 1) * gap(&md, b) + md.L, (P - 1) * b);
+	double ring = estimate(&md, (P - 1) * (gap(&md, b) + md.L + b * md.gamma), (P - 1) * m);
+	return ring < via_reduce ? CM_REDUCE_SCATTER_RING : CM_REDUCE_SCATTER_REDUCE;
+}

@@ -1,0 +1,370 @@
+/* Creating and freeing communicators: MPI_Comm_dup, _split, _split_type,
+ * _create, _free, and the local queries (compare, test_inter, names).
+ *
+ * Context ids. A communicator's two contexts are part of the matching key
+ * of every message on it, so each process must use a pair that no other
+ * communicator it shares with the same peers uses. Every process keeps the
+ * lowest pair it has never used; a creation call exchanges these over the
+ * parent (cm_mpi_comm_allgather_ints) and every member takes the maximum,
+ * then marks everything up to it used. Two communicators sharing a member
+ * thus never get the same pair (that member would have had to reuse one);
+ * the disjoint communicators of one MPI_Comm_split share a pair, which is
+ * harmless since no message can travel between them. The agreement is
+ * made of ordinary messages on the parent's collective context: no side
+ * channel, so it is logged and replayed like the program's own traffic,
+ * and a re-executed process computes the same ids. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mpi_internal.h"
+
+/* ---- the exchange ---- */
+
+/* Bruck's allgather: in round k every rank sends the blocks it holds (its
+ * own, then those of the next ranks) to rank - 2^k and receives as many
+ * from rank + 2^k, so after ceil(log2 P) rounds it holds all P blocks,
+ * rotated by its rank. Round k uses its own tag. */
+int cm_mpi_comm_allgather_ints(struct cm_mpi_comm *c, const int *mine, int n, int *all)
+{
+	const struct cm_mpi_datatype *ints = cm_mpi_type_get(MPI_INT);
+	int P = c->size, me = c->rank;
+	int *held = malloc((size_t)P * (size_t)n * sizeof *held);
+	if (!held)
+		return MPI_ERR_NO_MEM;
+	memcpy(held, mine, (size_t)n * sizeof *held);
+	int have = 1, round = 0;
+	for (int dist = 1; dist < P; dist <<= 1, round++) {
+		int m = have < P - have ? have : P - have;
+		int to = (me - dist + P) % P, from = (me + dist) % P;
+		int tag = CM_COMM_TAG_EXCHANGE + round;
+		struct cm_mpi_request *rr, *rs;
+		int rc = cm_mpi_start_recv(c, held + (size_t)have * (size_t)n, m * n, ints, from,
+		                           tag, c->ctx_coll, &rr);
+		if (rc) {
+			free(held);
+			return rc;
+		}
+		rc = cm_mpi_start_send(c, held, m * n, ints, to, tag, c->ctx_coll, 0, &rs);
+		if (rc) {
+			cm_mpi_req_detach(rr);
+			return rc; /* held leaks: the pending receive may still write it */
+		}
+		if (cm_mpi_req_wait(rs) < 0 || cm_mpi_req_wait(rr) < 0) {
+			cm_mpi_req_detach(rs);
+			cm_mpi_req_detach(rr);
+			return MPI_ERR_OTHER;
+		}
+		MPI_Status st;
+		int send_err = cm_mpi_req_finish(rs, NULL);
+		int recv_err = cm_mpi_req_finish(rr, &st);
+		if (!send_err && !recv_err &&
+		    st.cm_bytes != (MPI_Count)((size_t)m * (size_t)n * sizeof(int)))
+			recv_err =
+			    MPI_ERR_INTERN; /* the peer is in another call: a broken program */
+		if (send_err || recv_err) {
+			free(held);
+			return send_err ? send_err : recv_err;
+		}
+		have += m;
+	}
+	for (int i = 0; i < P; i++)
+		memcpy(all + (size_t)((me + i) % P) * (size_t)n, held + (size_t)i * (size_t)n,
+		       (size_t)n * sizeof *held);
+	free(held);
+	return MPI_SUCCESS;
+}
+
+/* The context pair for a new communicator: the largest of the members'
+ * lowest unused pairs (member r's at all[r * stride]), now used here. */
+static uint32_t agreed_pair(const int *all, int stride, int P)
+{
+	uint32_t pair = 0;
+	for (int r = 0; r < P; r++)
+		if ((uint32_t)all[(size_t)r * (size_t)stride] > pair)
+			pair = (uint32_t)all[(size_t)r * (size_t)stride];
+	cm_mpi_ctx_pair_claim(pair);
+	return pair;
+}
+
+/* This process's lowest unused pair as an int for the exchange. */
+static int next_pair(int *out)
+{
+	uint32_t next = cm_mpi_ctx_pair_next();
+	if (next > INT_MAX / 2)
+		return MPI_ERR_INTERN; /* 2^30 communicators created: out of context ids */
+	*out = (int)next;
+	return MPI_SUCCESS;
+}
+
+/* ---- the creation calls ---- */
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_dup");
+	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
+	if (!c)
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_dup");
+	if (!newcomm)
+		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_dup");
+	int mine, *all = malloc((size_t)c->size * sizeof *all);
+	int rc = all ? next_pair(&mine) : MPI_ERR_NO_MEM;
+	if (!rc)
+		rc = cm_mpi_comm_allgather_ints(c, &mine, 1, all);
+	struct cm_mpi_comm *d = NULL;
+	if (!rc) {
+		uint32_t pair = agreed_pair(all, 1, c->size);
+		cm_mpi_group_ref(c->group);
+		d = cm_mpi_comm_new(c->group, c->rank, pair, c->errhandler);
+		rc = d ? cm_mpi_topo_copy(c, d) : MPI_ERR_NO_MEM;
+	}
+	if (!rc)
+		rc = cm_mpi_attr_copy_all(c, d);
+	free(all);
+	if (rc) {
+		if (d) {
+			cm_mpi_attr_delete_all(d);
+			cm_mpi_comm_drop_handle(d);
+		}
+		return cm_mpi_raise(c, rc, "MPI_Comm_dup");
+	}
+	*newcomm = d->handle;
+	return MPI_SUCCESS;
+}
+
+struct member {
+	int key;
+	int parent_rank;
+};
+
+static int by_key(const void *a, const void *b)
+{
+	const struct member *x = a, *y = b;
+	if (x->key != y->key)
+		return (x->key > y->key) - (x->key < y->key);
+	return (x->parent_rank > y->parent_rank) - (x->parent_rank < y->parent_rank);
+}
+
+int cm_mpi_comm_split(struct cm_mpi_comm *c, int color, int key, struct cm_mpi_comm **out)
+{
+	int P = c->size;
+	int mine[3] = {color, key, 0};
+	int *all = malloc((size_t)P * 3 * sizeof *all);
+	struct member *members = malloc((size_t)P * sizeof *members);
+	int rc = all && members ? next_pair(&mine[2]) : MPI_ERR_NO_MEM;
+	if (!rc)
+		rc = cm_mpi_comm_allgather_ints(c, mine, 3, all);
+	*out = NULL;
+	if (!rc) {
+		uint32_t pair = agreed_pair(all + 2, 3, P);
+		int n = 0;
+		for (int r = 0; r < P && color != MPI_UNDEFINED; r++)
+			if (all[3 * r] == color)
+				members[n++] = (struct member){all[3 * r + 1], r};
+		if (n > 0) {
+			/* Ordered by key, ties by rank in the parent. */
+			qsort(members, (size_t)n, sizeof *members, by_key);
+			struct cm_mpi_group *g = cm_mpi_group_new(n);
+			int my_rank = 0;
+			if (g) {
+				for (int i = 0; i < n; i++) {
+					g->world_of[i] =
+					    cm_mpi_world_rank(c, members[i].parent_rank);
+					if (members[i].parent_rank == c->rank)
+						my_rank = i;
+				}
+				cm_mpi_group_index(g);
+				*out = cm_mpi_comm_new(g, my_rank, pair, c->errhandler);
+			}
+			if (!*out)
+				rc = MPI_ERR_NO_MEM;
+		}
+	}
+	free(all);
+	free(members);
+	return rc;
+}
+
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_split");
+	struct cm_mpi_comm *c = cm_mpi_comm_get(comm), *d;
+	if (!c)
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_split");
+	if (!newcomm || (color < 0 && color != MPI_UNDEFINED))
+		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_split");
+	int rc = cm_mpi_comm_split(c, color, key, &d);
+	if (rc)
+		return cm_mpi_raise(c, rc, "MPI_Comm_split");
+	*newcomm = d ? d->handle : MPI_COMM_NULL;
+	return MPI_SUCCESS;
+}
+
+/* A host name as HOST_INTS ints for the exchange (NUL padded). */
+enum { HOST_INTS = 64 };
+
+static void host_name(int out[HOST_INTS], int undefined)
+{
+	char *name = (char *)out;
+	memset(out, 0, HOST_INTS * sizeof(int));
+	if (undefined)
+		return; /* an empty name: MPI_UNDEFINED */
+	if (gethostname(name, HOST_INTS * sizeof(int) - 1) < 0 || name[0] == '\0')
+		strcpy(name, "localhost");
+	name[HOST_INTS * sizeof(int) - 1] = '\0';
+}
+
+/* MPI_COMM_TYPE_SHARED: the processes on one host share memory. Every
+ * process learns every host name; a host's color is its lowest rank. */
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_split_type");
+	struct cm_mpi_comm *c = cm_mpi_comm_get(comm), *d = NULL;
+	if (!c)
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_split_type");
+	if (!newcomm || (split_type != MPI_COMM_TYPE_SHARED && split_type != MPI_UNDEFINED))
+		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_split_type");
+	if (info != MPI_INFO_NULL)
+		return cm_mpi_raise(c, MPI_ERR_INFO, "MPI_Comm_split_type");
+	int mine[HOST_INTS];
+	host_name(mine, split_type == MPI_UNDEFINED);
+	int *all = malloc((size_t)c->size * HOST_INTS * sizeof *all);
+	int rc = all ? cm_mpi_comm_allgather_ints(c, mine, HOST_INTS, all) : MPI_ERR_NO_MEM;
+	if (!rc) {
+		int color = MPI_UNDEFINED;
+		for (int r = 0; r < c->size && split_type != MPI_UNDEFINED; r++)
+			if (memcmp(all + (size_t)r * HOST_INTS, mine, sizeof mine) == 0) {
+				color = r;
+				break;
+			}
+		rc = cm_mpi_comm_split(c, color, key, &d);
+	}
+	free(all);
+	if (rc)
+		return cm_mpi_raise(c, rc, "MPI_Comm_split_type");
+	*newcomm = d ? d->handle : MPI_COMM_NULL;
+	return MPI_SUCCESS;
+}
+
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_create");
+	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
+	if (!c)
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_create");
+	struct cm_mpi_group *g = cm_mpi_group_get(group);
+	if (!g)
+		return cm_mpi_raise(c, MPI_ERR_GROUP, "MPI_Comm_create");
+	if (!newcomm)
+		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_create");
+	for (int r = 0; r < g->size; r++)
+		if (cm_mpi_comm_rank_of(c, g->world_of[r]) == MPI_UNDEFINED)
+			return cm_mpi_raise(c, MPI_ERR_GROUP, "MPI_Comm_create");
+	int mine, *all = malloc((size_t)c->size * sizeof *all);
+	int rc = all ? next_pair(&mine) : MPI_ERR_NO_MEM;
+	if (!rc)
+		rc = cm_mpi_comm_allgather_ints(c, &mine, 1, all);
+	struct cm_mpi_comm *d = NULL;
+	if (!rc) {
+		uint32_t pair = agreed_pair(all, 1, c->size);
+		int my_rank = cm_mpi_group_rank_of(g, cm_mpi_world_rank(c, c->rank));
+		if (my_rank != MPI_UNDEFINED) {
+			cm_mpi_group_ref(g);
+			d = cm_mpi_comm_new(g, my_rank, pair, c->errhandler);
+			if (!d)
+				rc = MPI_ERR_NO_MEM;
+		}
+	}
+	free(all);
+	if (rc)
+		return cm_mpi_raise(c, rc, "MPI_Comm_create");
+	*newcomm = d ? d->handle : MPI_COMM_NULL;
+	return MPI_SUCCESS;
+}
+
+/* Local: the attributes are deleted now, the communicator goes once the
+ * operations still pending on it complete. */
+int MPI_Comm_free(MPI_Comm *comm)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_free");
+	struct cm_mpi_comm *c = comm ? cm_mpi_comm_get(*comm) : NULL;
+	if (!c || c->predefined)
+		return cm_mpi_raise(c, MPI_ERR_COMM, "MPI_Comm_free");
+	int rc = cm_mpi_attr_delete_all(c);
+	if (rc)
+		return cm_mpi_raise(c, rc, "MPI_Comm_free");
+	cm_mpi_comm_drop_handle(c);
+	*comm = MPI_COMM_NULL;
+	return MPI_SUCCESS;
+}
+
+/* ---- local queries ---- */
+
+int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int *result)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_compare");
+	struct cm_mpi_comm *c1 = cm_mpi_comm_get(comm1), *c2 = cm_mpi_comm_get(comm2);
+	if (!c1 || !c2)
+		return cm_mpi_raise(c1, MPI_ERR_COMM, "MPI_Comm_compare");
+	if (!result)
+		return cm_mpi_raise(c1, MPI_ERR_ARG, "MPI_Comm_compare");
+	if (c1 == c2) {
+		*result = MPI_IDENT;
+		return MPI_SUCCESS;
+	}
+	*result = MPI_UNEQUAL;
+	if (c1->size != c2->size)
+		return MPI_SUCCESS;
+	int same_order = 1;
+	for (int r = 0; r < c1->size; r++) {
+		int other = cm_mpi_comm_rank_of(c2, cm_mpi_world_rank(c1, r));
+		if (other == MPI_UNDEFINED)
+			return MPI_SUCCESS;
+		same_order &= other == r;
+	}
+	*result = same_order ? MPI_CONGRUENT : MPI_SIMILAR;
+	return MPI_SUCCESS;
+}
+
+/* Every communicator here is an intra-communicator. */
+int MPI_Comm_test_inter(MPI_Comm comm, int *flag)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_test_inter");
+	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
+	if (!c)
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_test_inter");
+	if (!flag)
+		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_test_inter");
+	*flag = 0;
+	return MPI_SUCCESS;
+}
+
+int MPI_Comm_set_name(MPI_Comm comm, const char *comm_name)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_set_name");
+	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
+	if (!c)
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_set_name");
+	if (!comm_name)
+		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_set_name");
+	/* Longer names are truncated, as the standard allows. */
+	snprintf(c->name, sizeof c->name, "%s", comm_name);
+	return MPI_SUCCESS;
+}
+
+int MPI_Comm_get_name(MPI_Comm comm, char *comm_name, int *resultlen)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_get_name");
+	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
+	if (!c)
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_get_name");
+	if (!comm_name || !resultlen)
+		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_get_name");
+	size_t len = strnlen(c->name, sizeof c->name - 1);
+	memcpy(comm_name, c->name, len);
+	comm_name[len] = '\0';
+	*resultlen = (int)len;
+	return MPI_SUCCESS;
+}
