@@ -19,6 +19,10 @@ static int check_data(MPI_Comm comm, const void *buf, int count, MPI_Datatype da
 		return MPI_ERR_COMM;
 	if (count < 0)
 		return MPI_ERR_COUNT;
+	/* MPI_IN_PLACE is for collectives only; as a point-to-point buffer it
+	 * would be dereferenced. */
+	if (buf == MPI_IN_PLACE)
+		return MPI_ERR_BUFFER;
 	*t = cm_mpi_type_get(datatype);
 	if (!*t || !(*t)->committed)
 		return MPI_ERR_TYPE;

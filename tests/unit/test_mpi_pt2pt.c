@@ -27,6 +27,7 @@ START_TEST(send_argument_errors)
 	ck_assert_int_eq(MPI_Send(buf, 1, MPI_INT, 0, MPI_ANY_TAG, MPI_COMM_WORLD), MPI_ERR_TAG);
 	ck_assert_int_eq(MPI_Send(buf, -1, MPI_INT, 0, 0, MPI_COMM_WORLD), MPI_ERR_COUNT);
 	ck_assert_int_eq(MPI_Send(NULL, 1, MPI_INT, 0, 0, MPI_COMM_WORLD), MPI_ERR_BUFFER);
+	ck_assert_int_eq(MPI_Send(MPI_IN_PLACE, 1, MPI_INT, 0, 0, MPI_COMM_WORLD), MPI_ERR_BUFFER);
 	ck_assert_int_eq(MPI_Send(buf, 1, MPI_DATATYPE_NULL, 0, 0, MPI_COMM_WORLD), MPI_ERR_TYPE);
 	ck_assert_int_eq(MPI_Send(buf, 1, 0x12345, 0, 0, MPI_COMM_WORLD), MPI_ERR_TYPE);
 	ck_assert_int_eq(MPI_Send(buf, 1, MPI_INT, 0, 0, MPI_COMM_NULL), MPI_ERR_COMM);
@@ -63,6 +64,8 @@ START_TEST(recv_argument_errors)
 	ck_assert_int_eq(MPI_Recv(buf, 1, MPI_INT, 0, -2, MPI_COMM_WORLD, &st), MPI_ERR_TAG);
 	ck_assert_int_eq(MPI_Recv(buf, -1, MPI_INT, 0, 0, MPI_COMM_WORLD, &st), MPI_ERR_COUNT);
 	ck_assert_int_eq(MPI_Recv(NULL, 2, MPI_INT, 0, 0, MPI_COMM_WORLD, &st), MPI_ERR_BUFFER);
+	ck_assert_int_eq(MPI_Recv(MPI_IN_PLACE, 2, MPI_INT, 0, 0, MPI_COMM_WORLD, &st),
+	                 MPI_ERR_BUFFER);
 	ck_assert_int_eq(MPI_Recv(buf, 2, MPI_DATATYPE_NULL, 0, 0, MPI_COMM_WORLD, &st),
 	                 MPI_ERR_TYPE);
 	ck_assert_int_eq(MPI_Recv(buf, 2, MPI_INT, 0, 0, MPI_COMM_NULL, &st), MPI_ERR_COMM);
