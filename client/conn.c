@@ -231,7 +231,8 @@ int cm_conn_send(struct cm_conn *c, struct cm_header *h, const void *payload, si
 	return 0;
 }
 
-int cm_conn_send_ctl(struct cm_conn *c, uint8_t type, uint16_t flags, int src, int dst, int tag,
+/* A small frame appended to the queue, not written yet. */
+static int queue_ctl(struct cm_conn *c, uint8_t type, uint16_t flags, int src, int dst, int tag,
                      uint32_t ctx, uint64_t clock, const void *payload, size_t len)
 {
 	if (!cm_conn_alive(c) || c->shut)
@@ -257,9 +258,23 @@ int cm_conn_send_ctl(struct cm_conn *c, uint8_t type, uint16_t flags, int src, i
 	o->req = NULL;
 	o->owned = NULL;
 	append(c, o);
+	return 0;
+}
+
+int cm_conn_send_ctl(struct cm_conn *c, uint8_t type, uint16_t flags, int src, int dst, int tag,
+                     uint32_t ctx, uint64_t clock, const void *payload, size_t len)
+{
+	if (queue_ctl(c, type, flags, src, dst, tag, ctx, clock, payload, len) < 0)
+		return -1;
 	if (!c->wblocked)
 		return cm_conn_flush(c);
 	return 0;
+}
+
+int cm_conn_queue_ctl(struct cm_conn *c, uint8_t type, uint16_t flags, int src, int dst, int tag,
+                      uint32_t ctx, uint64_t clock, const void *payload, size_t len)
+{
+	return queue_ctl(c, type, flags, src, dst, tag, ctx, clock, payload, len);
 }
 
 int cm_conn_send_hello(struct cm_conn *c, int src, int dst, unsigned incarnation,

@@ -132,6 +132,10 @@ int cm_conn_send(struct cm_conn *c, struct cm_header *h, const void *payload, si
 /* Header-only or small control frame, always copied. */
 int cm_conn_send_ctl(struct cm_conn *c, uint8_t type, uint16_t flags, int src, int dst, int tag,
                      uint32_t ctx, uint64_t clock, const void *payload, size_t len);
+/* The same, but only queued: the next send or flush writes it together
+ * with what follows (one system call for a batch of small frames). */
+int cm_conn_queue_ctl(struct cm_conn *c, uint8_t type, uint16_t flags, int src, int dst, int tag,
+                      uint32_t ctx, uint64_t clock, const void *payload, size_t len);
 /* Queues our HELLO (connecting side). */
 int cm_conn_send_hello(struct cm_conn *c, int src, int dst, unsigned incarnation,
                        unsigned world_size, unsigned kind, const char *secret);

@@ -92,7 +92,21 @@ struct cm_transport {
 	/* Flushes every queued send, says goodbye, closes. Collective
 	 * synchronisation is the MPI layer's job (it calls a barrier first). */
 	int (*finalize)(struct cm_transport *t);
+	/* Optional (NULL: no fault tolerance, nothing logged). A
+	 * nondeterministic outcome the rank is about to act on (enum
+	 * cm_event_kind, value of len <= CM_EVENT_PAYLOAD_MAX bytes). A
+	 * re-executing rank whose event log still has this event gets the
+	 * logged value in *value and *replayed = 1; otherwise *value is logged
+	 * as it is (at the rank's home CM, before anything the rank sends
+	 * after this call) and *replayed = 0. Returns 0, or -1 after printing
+	 * why (a replayed event of another kind: the re-execution diverged). */
+	int (*event)(struct cm_transport *t, uint32_t kind, void *value, size_t len, int *replayed);
 	void *state;
+};
+
+/* Kinds of logged events (the EVENT frame's tag). */
+enum cm_event_kind {
+	CM_EV_WTIME = 1, /* an MPI_Wtime value: 8-byte LE IEEE double */
 };
 
 /* Transport constructors: fill *t. */

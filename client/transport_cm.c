@@ -8,7 +8,16 @@
  * the moment it is posted; the DELIVER carrying its request id completes
  * it, its payload read straight into the receive buffer. Probes ask the
  * home CM (PROBE/PROBE_REPLY). Finalize says BYE to every CM and waits for
- * BYE_ACK. Losing a CM is fatal: progress returns -1 after saying which. */
+ * BYE_ACK. Losing a CM is fatal: progress returns -1 after saying which.
+ *
+ * Nondeterministic events (the event hook: MPI_Wtime values) are logged at
+ * our home CM before anything that may depend on them leaves: an EVENT frame
+ * is queued on the home connection at once (not written: the next frame to
+ * home carries it in the same write, and TCP order puts it first); before a
+ * MSG to another CM, the home CM must have acknowledged every event
+ * (EVENT_ACK round trip, only when events are unacknowledged). A new
+ * incarnation fetches its event log at init (EVENT_ACK with CM_F_REPLAY)
+ * and its events are answered from it until it runs out. */
 #include <config.h>
 
 #include <errno.h>
@@ -29,6 +38,13 @@
 #define BYE_TIMEOUT_MS 10000
 
 enum { SINK_DELIVER = 1, SINK_PROBE = 2 };
+
+/* An event of the dead incarnations, as the home CM replayed it. */
+struct cm_replayed_event {
+	uint32_t kind;
+	uint8_t len;
+	uint8_t value[CM_EVENT_PAYLOAD_MAX];
+};
 
 struct cmt {
 	int rank;
@@ -53,7 +69,20 @@ struct cmt {
 
 	int saying_bye;
 	int dead;
+
+	/* Events: ev_next is the index of the next event; events below
+	 * ev_acked are known to be logged at home. A new incarnation replays
+	 * replay[0..nreplay) first. */
+	uint64_t ev_next, ev_acked;
+	unsigned ev_unwritten; /* queued on the home connection, not flushed */
+	int ev_fetching;       /* EVENT_ACK|REPLAY sent, its answer not yet in */
+	struct cm_replayed_event *replay;
+	uint64_t nreplay, replay_cap;
+	uint8_t ev_buf[CM_EVENT_PAYLOAD_MAX];
 };
+
+/* Queued events are written at least every this many events. */
+#define EV_FLUSH_BATCH 64
 
 static int accepts(const struct cm_req *r, int src, int tag, uint32_t ctx)
 {
@@ -102,12 +131,58 @@ static int on_header(struct cm_conn *c, const struct cm_header *h, struct cm_sin
 		*sink = (struct cm_sink){
 		    .buf = s->probe_buf, .cap = sizeof s->probe_buf, .kind = SINK_PROBE};
 		return 0;
+	case CM_T_EVENT:
+		if (c->peer != s->myhome || !s->ev_fetching)
+			return cm_conn_fail(c, "EVENT %llu not asked for",
+			                    (unsigned long long)h->clock);
+		if (h->clock != s->nreplay)
+			return cm_conn_fail(c, "replayed EVENT %llu, expected %llu",
+			                    (unsigned long long)h->clock,
+			                    (unsigned long long)s->nreplay);
+		*sink = (struct cm_sink){.buf = s->ev_buf, .cap = sizeof s->ev_buf};
+		return 0;
+	case CM_T_EVENT_ACK:
+		if (c->peer != s->myhome)
+			return cm_conn_fail(c,
+			                    "EVENT_ACK from a channel memory that is not our home");
+		return 0;
 	case CM_T_SYNC_ACK:
 	case CM_T_BYE_ACK:
 		return 0;
 	default:
 		return cm_conn_fail(c, "unexpected %s", cm_type_str(h->type));
 	}
+}
+
+static int add_replayed(struct cm_conn *c, struct cmt *s, const struct cm_header *h)
+{
+	if (s->nreplay == s->replay_cap) {
+		uint64_t cap = s->replay_cap ? s->replay_cap * 2 : 64;
+		struct cm_replayed_event *r = realloc(s->replay, cap * sizeof *r);
+		if (r == NULL)
+			return cm_conn_fail(c, "out of memory replaying events");
+		s->replay = r;
+		s->replay_cap = cap;
+	}
+	struct cm_replayed_event *ev = &s->replay[s->nreplay++];
+	ev->kind = (uint32_t)h->tag;
+	ev->len = (uint8_t)h->len;
+	memcpy(ev->value, s->ev_buf, h->len);
+	return 0;
+}
+
+static int on_event_ack(struct cm_conn *c, struct cmt *s, const struct cm_header *h)
+{
+	if (s->ev_fetching) {
+		if (h->clock != s->nreplay)
+			return cm_conn_fail(c, "event log of %llu events, %llu replayed",
+			                    (unsigned long long)h->clock,
+			                    (unsigned long long)s->nreplay);
+		s->ev_fetching = 0;
+	}
+	if (h->clock > s->ev_acked)
+		s->ev_acked = h->clock;
+	return 0;
 }
 
 static int on_frame(struct cm_conn *c, const struct cm_header *h, const struct cm_sink *sink)
@@ -136,6 +211,10 @@ static int on_frame(struct cm_conn *c, const struct cm_header *h, const struct c
 		cm_send_settle(r, CM_SEND_WAIT_ACK);
 		return 0;
 	}
+	case CM_T_EVENT:
+		return add_replayed(c, s, h);
+	case CM_T_EVENT_ACK:
+		return on_event_ack(c, s, h);
 	case CM_T_BYE_ACK:
 		if (!s->saying_bye)
 			return cm_conn_fail(c, "BYE_ACK before BYE");
@@ -214,6 +293,73 @@ static int cmt_progress(struct cm_transport *t, int timeout_ms)
 	return s->dead ? -1 : 0;
 }
 
+/* The pessimistic condition before a frame to another CM than home: every
+ * event so far is logged at home. One round trip, only when some event is
+ * not yet acknowledged. */
+static int events_settle(struct cm_transport *t)
+{
+	struct cmt *s = t->state;
+	if (s->ev_acked >= s->ev_next)
+		return 0;
+	struct cm_conn *home = s->cms[s->myhome];
+	s->ev_unwritten = 0;
+	if (cm_conn_send_ctl(home, CM_T_EVENT_ACK, 0, s->rank, s->rank, 0, 0, s->ev_next, NULL, 0) <
+	    0) {
+		check_lost(s);
+		return -1;
+	}
+	while (s->ev_acked < s->ev_next)
+		if (cmt_progress(t, -1) < 0)
+			return -1;
+	return 0;
+}
+
+static int cmt_event(struct cm_transport *t, uint32_t kind, void *value, size_t len, int *replayed)
+{
+	struct cmt *s = t->state;
+	*replayed = 0;
+	if (s == NULL)
+		return 0; /* not initialised, or finalized: nothing to log */
+	if (len < 1 || len > CM_EVENT_PAYLOAD_MAX || kind > INT32_MAX) {
+		cm_err("rank %d: event kind %u of %zu bytes cannot be logged", s->rank,
+		       (unsigned)kind, len);
+		return -1;
+	}
+	if (s->dead)
+		return -1;
+	uint64_t idx = s->ev_next;
+	if (idx < s->nreplay) {
+		const struct cm_replayed_event *ev = &s->replay[idx];
+		if (ev->kind != kind || ev->len != len) {
+			cm_err("rank %d: re-execution diverged: event %llu was of kind %u (%u "
+			       "bytes), now of kind %u (%zu bytes)",
+			       s->rank, (unsigned long long)idx, (unsigned)ev->kind,
+			       (unsigned)ev->len, (unsigned)kind, len);
+			return -1;
+		}
+		memcpy(value, ev->value, len);
+		s->ev_next++;
+		*replayed = 1;
+		return 0;
+	}
+	struct cm_conn *home = s->cms[s->myhome];
+	if (cm_conn_queue_ctl(home, CM_T_EVENT, 0, s->rank, s->rank, (int)kind, 0, idx, value,
+	                      len) < 0) {
+		check_lost(s);
+		return -1;
+	}
+	s->ev_next++;
+	if (++s->ev_unwritten >= EV_FLUSH_BATCH) {
+		/* Bounded memory for a program that asks the time in a loop. */
+		s->ev_unwritten = 0;
+		if (!home->wblocked && cm_conn_flush(home) < 0) {
+			check_lost(s);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static int cmt_isend(struct cm_transport *t, struct cm_req *req)
 {
 	struct cmt *s = t->state;
@@ -230,6 +376,8 @@ static int cmt_isend(struct cm_transport *t, struct cm_req *req)
 		return -1;
 	}
 	if (s->dead)
+		return -1;
+	if (s->home[req->peer] != s->myhome && events_settle(t) < 0)
 		return -1;
 	req->id = s->clock++;
 	struct cm_header h = {.type = CM_T_MSG,
@@ -314,6 +462,7 @@ static void cmt_free(struct cmt *s)
 	free(s->home);
 	cm_reqmap_free(&s->recvs);
 	cm_reqmap_free(&s->syncs);
+	free(s->replay);
 	free(s);
 }
 
@@ -349,6 +498,29 @@ static int all_ready(struct cmt *s)
 		if (s->cms[i]->state != CM_CONN_READY)
 			return 0;
 	return 1;
+}
+
+/* A re-executing rank takes its event log from home before running on:
+ * every event the dead incarnations logged, then the count. */
+static int fetch_events(struct cm_transport *t, long long deadline)
+{
+	struct cmt *s = t->state;
+	s->ev_fetching = 1;
+	if (cm_conn_send_ctl(s->cms[s->myhome], CM_T_EVENT_ACK, CM_F_REPLAY, s->rank, s->rank, 0, 0,
+	                     0, NULL, 0) < 0)
+		return -1;
+	while (s->ev_fetching) {
+		long long left = deadline - cm_now_ms();
+		if (left <= 0) {
+			cm_err("rank %d: no event log from %s within %d s", s->rank,
+			       s->cms[s->myhome]->name, HELLO_TIMEOUT_MS / 1000);
+			return -1;
+		}
+		if (cmt_progress(t, (int)(left < 1000 ? left : 1000)) < 0)
+			return -1;
+	}
+	s->ev_acked = s->nreplay;
+	return 0;
 }
 
 static int cmt_init(struct cm_transport *t, const struct cm_job *job)
@@ -401,6 +573,8 @@ static int cmt_init(struct cm_transport *t, const struct cm_job *job)
 		if (cmt_progress(t, (int)(left < 1000 ? left : 1000)) < 0)
 			goto fail;
 	}
+	if (job->incarnation > 0 && fetch_events(t, deadline) < 0)
+		goto fail;
 	return 0;
 fail:
 	cmt_free(s);
@@ -478,4 +652,5 @@ void cm_transport_cm(struct cm_transport *t)
 	t->probe = cmt_probe;
 	t->progress = cmt_progress;
 	t->finalize = cmt_finalize;
+	t->event = cmt_event;
 }

@@ -258,7 +258,9 @@ int cm_frame_domain(const struct cm_frame *f)
 	case CM_T_MSG:
 	case CM_T_RECV_REQ:
 	case CM_T_PROBE:
-		return f->h.dst; /* for RECV_REQ and PROBE, the connection's rank */
+	case CM_T_EVENT:
+	case CM_T_EVENT_ACK:
+		return f->h.dst; /* except for MSG, the connection's rank */
 	case CM_T_HELLO:
 		return f->h.src;
 	default:
@@ -426,6 +428,75 @@ static bool replay(struct cm_session *s, struct cm_dest *d, const struct cm_fram
 	}
 }
 
+/* EVENT: event f->h.clock of the rank, appended in order. An event already
+ * logged (a frame of a replaced incarnation, or a re-send) is dropped; one
+ * past the end would leave a hole the replay cannot fill: refused. */
+static void handle_event(struct cm_session *s, const struct cm_frame *f)
+{
+	struct cm_core *core = s->core;
+	struct cm_dest *d = &core->dests[s->rank];
+	if (f->h.clock < d->nevents) {
+		core->stats.events_duplicate++;
+		return;
+	}
+	if (f->h.clock > d->nevents) {
+		cm_session_fail(s, CM_E_STATE, "EVENT %llu of rank %d: the log holds %llu events",
+		                (unsigned long long)f->h.clock, (int)s->rank,
+		                (unsigned long long)d->nevents);
+		return;
+	}
+	if (d->nevents == d->events_cap) {
+		uint64_t cap = d->events_cap ? d->events_cap * 2 : 64;
+		struct cm_event *ev = realloc(d->events, cap * sizeof *ev);
+		if (ev == NULL) {
+			cm_session_fail(s, CM_E_LENGTH, "out of memory logging an event");
+			return;
+		}
+		d->events = ev;
+		d->events_cap = cap;
+	}
+	struct cm_event *ev = &d->events[d->nevents++];
+	ev->kind = (uint32_t)f->h.tag;
+	ev->len = (uint8_t)f->h.len;
+	memcpy(ev->value, f->event, f->h.len);
+	core->stats.events_logged++;
+}
+
+/* EVENT_ACK request: the logged events first when asked (CM_F_REPLAY), then
+ * the count. Everything before this frame on s was processed, so the count
+ * covers every EVENT the rank sent before it. */
+static void handle_event_ack(struct cm_session *s, const struct cm_frame *f)
+{
+	struct cm_core *core = s->core;
+	struct cm_dest *d = &core->dests[s->rank];
+	if (f->h.flags & CM_F_REPLAY) {
+		if (d->nevents)
+			cm_info("rank %d: replaying %llu events to incarnation %u", (int)s->rank,
+			        (unsigned long long)d->nevents, (unsigned)s->incarnation);
+		for (uint64_t i = 0; i < d->nevents; i++) {
+			const struct cm_event *ev = &d->events[i];
+			struct cm_header h = {.type = CM_T_EVENT,
+			                      .src = s->rank,
+			                      .dst = s->rank,
+			                      .tag = (int32_t)ev->kind,
+			                      .len = ev->len,
+			                      .clock = i};
+			struct cm_out_item it;
+			cm_header_encode(&h, it.head);
+			memcpy(it.head + CM_HEADER_SIZE, ev->value, ev->len);
+			it.head_len = CM_HEADER_SIZE + ev->len;
+			it.body_len = 0;
+			it.body = NULL;
+			it.ref = NULL;
+			cm_core_emit(s, &it);
+		}
+		core->stats.events_replayed += d->nevents;
+	}
+	struct cm_header ack = {
+	    .type = CM_T_EVENT_ACK, .src = s->rank, .dst = s->rank, .clock = d->nevents};
+	cm_core_emit_header(s, &ack);
+}
+
 void cm_core_dispatch(struct cm_session *s, struct cm_frame *f)
 {
 	struct cm_core *core = s->core;
@@ -458,6 +529,12 @@ void cm_core_dispatch(struct cm_session *s, struct cm_frame *f)
 			break;
 		if (!cm_dest_probe(core, &core->dests[s->rank], s, &f->h))
 			cm_session_fail(s, CM_E_LENGTH, "out of memory queueing a probe");
+		break;
+	case CM_T_EVENT:
+		handle_event(s, f);
+		break;
+	case CM_T_EVENT_ACK:
+		handle_event_ack(s, f);
 		break;
 	case CM_T_BYE: {
 		struct cm_header ack = {.type = CM_T_BYE_ACK, .src = s->rank, .dst = s->rank};

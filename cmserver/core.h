@@ -65,6 +65,7 @@
  *                            MSG:               SENDER(src) + DEST(dst) (+ OUTQs)
  *                            RECV_REQ, PROBE:   DEST(rank) (+ OUTQs)
  *                            BYE:               OUTQ(s)
+ *                            EVENT, EVENT_ACK:  DEST(rank) (+ OUTQ of s)
  *                            cm_frame_domain() names the rank.
  *   cm_session_closed(s)     GLOBAL + DEST(rank of s) + SESSION(s) + OUTQ(s)
  *   cm_session_next_frame(s) SESSION(s); on a bad frame also OUTQ(s) (ERROR)
@@ -92,6 +93,12 @@
  * record and changes no matching state; any other id matches as usual. A
  * synchronous MSG dropped as a re-send is handed to dispatch with entry NULL
  * so its SYNC_ACK is answered (SENDER(src) + DEST(dst), like any MSG).
+ *
+ * Nondeterministic events. A rank's EVENT frames (its MPI_Wtime values...)
+ * are appended to DEST(rank).events in event order, whatever the
+ * incarnation; an EVENT already logged is dropped, one past a gap refused.
+ * EVENT_ACK answers how many are logged; with CM_F_REPLAY it first sends
+ * them all back (a new incarnation re-executing).
  * --------------------------------------------------------------------- */
 #ifndef CHANMEM_CORE_H
 #define CHANMEM_CORE_H
@@ -143,6 +150,10 @@ struct cm_core_stats {
 	uint64_t probes_replayed;   /* PROBE_REPLYs re-sent from the delivery record */
 	uint64_t sync_acks_resent;  /* SYNC_ACKs for dropped synchronous re-sends */
 	uint64_t replay_lost;       /* replays refused: the entry was trimmed (--log-mem) */
+	/* Nondeterministic events (added): */
+	uint64_t events_logged;    /* EVENT frames appended to a rank's event log */
+	uint64_t events_duplicate; /* EVENTs already logged (dropped) */
+	uint64_t events_replayed;  /* EVENT frames sent back to a new incarnation */
 };
 
 struct cm_core *cm_core_new(const struct cm_core_config *cfg);
@@ -192,6 +203,8 @@ struct cm_frame {
 	 * skipped): dispatching it only answers its SYNC_ACK (same domains as
 	 * any MSG). */
 	struct cm_entry *entry;
+	/* EVENT (added): the value bytes (h.len of them). */
+	uint8_t event[CM_EVENT_PAYLOAD_MAX];
 };
 
 /* Next complete frame of s: 1 (and *f filled), 0 when more bytes are needed
@@ -201,7 +214,8 @@ int cm_session_next_frame(struct cm_session *s, struct cm_frame *f);
 /* Processes a frame from cm_session_next_frame. */
 void cm_core_dispatch(struct cm_session *s, struct cm_frame *f);
 /* The rank whose DEST/SENDER domain dispatching f touches (see above): MSG
- * -> dst (and SENDER(src)), RECV_REQ/PROBE/HELLO -> the rank, BYE -> -1. */
+ * -> dst (and SENDER(src)), RECV_REQ/PROBE/HELLO/EVENT/EVENT_ACK -> the
+ * rank, BYE -> -1. */
 int cm_frame_domain(const struct cm_frame *f);
 
 /* Convenience for single-threaded engines: received + next_frame/dispatch

@@ -94,8 +94,19 @@ struct cm_rec {
  * make the CM allocate without bound). */
 #define CM_REC_MAX_GAP (1u << 20)
 
+/* One logged nondeterministic event of a rank (an MPI_Wtime value, ...). */
+struct cm_event {
+	uint32_t kind;
+	uint8_t len;
+	uint8_t value[CM_EVENT_PAYLOAD_MAX];
+};
+
 struct cm_dest {
 	struct cm_entry *log_head, *log_tail;
+	/* The rank's event log, in event order, kept across incarnations
+	 * (DEST domain): events[i] is event i. */
+	struct cm_event *events;
+	uint64_t nevents, events_cap;
 	/* Delivery record indexed by request id (DEST domain). */
 	struct cm_rec *recs;
 	uint64_t nrecs; /* 1 + highest id recorded, 0 if none */
@@ -224,6 +235,8 @@ struct cm_core {
 };
 
 /* core.c */
+_Static_assert(CM_PROBE_REPLY_PAYLOAD >= CM_EVENT_PAYLOAD_MAX,
+               "an output item's head must hold an EVENT frame");
 void cm_core_emit(struct cm_session *to, const struct cm_out_item *item);
 void cm_core_emit_header(struct cm_session *to, const struct cm_header *h);
 /* Queues ERROR(code, text) on s and marks it closing. */

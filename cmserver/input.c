@@ -115,6 +115,15 @@ static bool acceptable(struct cm_session *s, const struct cm_header *h)
 			return false;
 		}
 		return true;
+	case CM_T_EVENT:
+	case CM_T_EVENT_ACK:
+		if (h->src != s->rank || h->dst != s->rank) {
+			cm_session_fail(s, CM_E_RANK,
+			                "%s src %d / dst %d must be this connection's rank %d",
+			                name, (int)h->src, (int)h->dst, (int)s->rank);
+			return false;
+		}
+		return true;
 	case CM_T_RECV_REQ:
 	case CM_T_PROBE:
 		if (h->dst != s->rank) {
@@ -275,7 +284,18 @@ int cm_session_next_frame(struct cm_session *s, struct cm_frame *f)
 			continue; /* complete now, or waits for the rest */
 		}
 
-		default: /* RECV_REQ, PROBE, BYE: header only */
+		case CM_T_EVENT: /* a small payload, staged whole */
+			if (avail < CM_HEADER_SIZE + h.len) {
+				compact(s);
+				return 0;
+			}
+			memcpy(f->event, p + CM_HEADER_SIZE, h.len);
+			s->in_pos += CM_HEADER_SIZE + h.len;
+			f->h = h;
+			f->entry = NULL;
+			return 1;
+
+		default: /* RECV_REQ, PROBE, BYE, EVENT_ACK: header only */
 			s->in_pos += CM_HEADER_SIZE;
 			f->h = h;
 			f->entry = NULL;

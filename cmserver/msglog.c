@@ -69,6 +69,7 @@ void cm_dest_free(struct cm_dest *d)
 	}
 	free(d->table);
 	free(d->recs);
+	free(d->events);
 	memset(d, 0, sizeof *d);
 }
 

@@ -37,6 +37,8 @@ static uint16_t allowed_flags(unsigned type)
 		return CM_F_BLOCKING;
 	case CM_T_PROBE_REPLY:
 		return CM_F_FOUND;
+	case CM_T_EVENT_ACK:
+		return CM_F_REPLAY;
 	default:
 		return 0;
 	}
@@ -99,6 +101,24 @@ enum cm_err cm_header_validate(const struct cm_header *h, const struct cm_limits
 		if (!rank_ok(h->src, lim) || !rank_ok(h->dst, lim))
 			return CM_E_RANK;
 		if (h->type != CM_T_SYNC_ACK && (h->tag != 0 || h->ctx != 0))
+			return CM_E_FIELD;
+		return CM_OK;
+	case CM_T_EVENT:
+		if (h->len < 1 || h->len > CM_EVENT_PAYLOAD_MAX)
+			return CM_E_LENGTH;
+		if (!rank_ok(h->src, lim) || !rank_ok(h->dst, lim))
+			return CM_E_RANK;
+		if (h->tag < 0)
+			return CM_E_TAG;
+		if (h->ctx != 0)
+			return CM_E_FIELD;
+		return CM_OK;
+	case CM_T_EVENT_ACK:
+		if (h->len != 0)
+			return CM_E_LENGTH;
+		if (!rank_ok(h->src, lim) || !rank_ok(h->dst, lim))
+			return CM_E_RANK;
+		if (h->tag != 0 || h->ctx != 0)
 			return CM_E_FIELD;
 		return CM_OK;
 	case CM_T_ERROR:
@@ -195,8 +215,8 @@ const char *cm_err_str(enum cm_err e)
 
 const char *cm_type_str(unsigned type)
 {
-	static const char *const names[] = {"?",          "HELLO",     "HELLO_ACK", "MSG",
-	                                    "RECV_REQ",   "DELIVER",   "PROBE",     "PROBE_REPLY",
-	                                    "SYNC_ACK",   "BYE",       "BYE_ACK",   "ERROR"};
+	static const char *const names[] = {
+	    "?",           "HELLO",    "HELLO_ACK", "MSG",     "RECV_REQ", "DELIVER", "PROBE",
+	    "PROBE_REPLY", "SYNC_ACK", "BYE",       "BYE_ACK", "ERROR",    "EVENT",   "EVENT_ACK"};
 	return type <= CM_T_TYPE_MAX ? names[type] : "?";
 }

@@ -35,14 +35,21 @@ enum cm_frame_type {
 	CM_T_BYE = 9,         /* rank -> server: finished; everything sent before is processed */
 	CM_T_BYE_ACK = 10,    /* server -> rank: all frames before BYE were processed */
 	CM_T_ERROR = 11,      /* server -> peer: the frame was refused; connection closes */
-	CM_T_TYPE_MAX = 11
+	/* Fault tolerance: nondeterministic events (MPI_Wtime values, ...). */
+	CM_T_EVENT = 12,     /* rank -> home CM: log event `clock` (kind in tag, value in payload);
+	                        home CM -> rank: a logged event replayed to a new incarnation */
+	CM_T_EVENT_ACK = 13, /* rank -> home CM: tell me how many of my events you hold (with
+	                        CM_F_REPLAY: send them all first); home CM -> rank: `clock` =
+	                        number of the rank's events logged */
+	CM_T_TYPE_MAX = 13
 };
 
 /* Header flag bits. Bits not defined for a frame type must be zero. */
 enum cm_frame_flags {
 	CM_F_SYNC = 1u << 0,     /* MSG: synchronous send, sender wants SYNC_ACK when matched */
 	CM_F_BLOCKING = 1u << 1, /* PROBE: reply only when a match exists (MPI_Probe) */
-	CM_F_FOUND = 1u << 2     /* PROBE_REPLY: a matching message exists */
+	CM_F_FOUND = 1u << 2,    /* PROBE_REPLY: a matching message exists */
+	CM_F_REPLAY = 1u << 3    /* EVENT_ACK request: replay the logged events before the ack */
 };
 
 /* What a HELLO says the connecting party is. */
@@ -77,6 +84,9 @@ struct cm_hello {
 
 /* PROBE_REPLY payload: the matched message's payload length. */
 #define CM_PROBE_REPLY_PAYLOAD 8
+
+/* EVENT payload: the event's value, 1 to CM_EVENT_PAYLOAD_MAX bytes. */
+#define CM_EVENT_PAYLOAD_MAX 8
 
 /* Longest ERROR payload text. */
 #define CM_ERROR_TEXT_MAX 256

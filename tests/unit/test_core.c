@@ -163,7 +163,7 @@ START_TEST(test_malformed_headers)
 	    {"version 2", 0, {.type = CM_T_HELLO, .len = 48}, 2, CM_E_VERSION},
 	    {"version 0 authed", 1, {.type = CM_T_MSG, .src = 1}, 255, CM_E_VERSION},
 	    {"type 0", 0, {.type = 0}, 0, CM_E_TYPE},
-	    {"type 12", 1, {.type = 12}, 0, CM_E_TYPE},
+	    {"type past the last", 1, {.type = CM_T_TYPE_MAX + 1}, 0, CM_E_TYPE},
 	    {"type 200", 0, {.type = 200}, 0, CM_E_TYPE},
 	    {"oversize unauthenticated",
 	     0,

@@ -3,6 +3,8 @@
  * for synchronous re-sends. */
 #include "test_core_harness.h"
 
+#define EV_KIND_TEST 1 /* any kind: the core does not interpret it */
+
 static void close_sess(struct cm_session *s)
 {
 	cm_session_closed(s);
@@ -224,6 +226,137 @@ START_TEST(test_huge_request_id)
 }
 END_TEST
 
+/* ---- nondeterministic events (MPI_Wtime values, ...) ---- */
+
+/* Event `idx` of rank with an 8-byte value, fed in pieces of `chunk`. */
+static void event(struct cm_session *s, int rank, uint32_t kind, uint64_t idx, uint64_t value,
+                  size_t chunk)
+{
+	uint8_t v[8];
+	cm_put_u64(v, value);
+	struct bytes b = {0};
+	frame_add(&b, CM_T_EVENT, 0, rank, rank, (int32_t)kind, 0, idx, v, sizeof v);
+	feed_bytes(s, &b, chunk);
+	bytes_free(&b);
+}
+
+static void event_ack_req(struct cm_session *s, int rank, int replay_log)
+{
+	struct bytes b = {0};
+	frame_add(&b, CM_T_EVENT_ACK, replay_log ? CM_F_REPLAY : 0, rank, rank, 0, 0, 0, NULL, 0);
+	feed_bytes(s, &b, SIZE_MAX);
+	bytes_free(&b);
+}
+
+/* The CM's answer to an EVENT_ACK request: n EVENTs with values[i], then
+ * EVENT_ACK(count). */
+static void expect_events(struct cm_session *s, int rank, const uint64_t *values, size_t n,
+                          uint64_t count)
+{
+	struct rframe fr[64];
+	size_t got = take(s, fr, 64);
+	ck_assert_uint_eq(got, n + 1);
+	for (size_t i = 0; i < n; i++) {
+		ck_assert_int_eq(fr[i].h.type, CM_T_EVENT);
+		ck_assert_int_eq(fr[i].h.src, rank);
+		ck_assert_int_eq(fr[i].h.dst, rank);
+		ck_assert_int_eq(fr[i].h.tag, EV_KIND_TEST);
+		ck_assert_uint_eq(fr[i].h.clock, i);
+		ck_assert_uint_eq(fr[i].h.len, 8);
+		ck_assert(cm_get_u64(fr[i].payload) == values[i]);
+	}
+	ck_assert_int_eq(fr[n].h.type, CM_T_EVENT_ACK);
+	ck_assert_int_eq(fr[n].h.dst, rank);
+	ck_assert_uint_eq(fr[n].h.clock, count);
+}
+
+/* Events are logged silently (no reply: they ride the stream before the
+ * rank's next frames), acknowledged by count on request, and replayed to
+ * every later incarnation in order, the log growing across incarnations. */
+START_TEST(test_events_two_restarts)
+{
+	uint64_t v[6] = {1000, 1001, 0x4010000000000000ull, 7, 8, 9};
+	struct cm_session *a = join(0, 2);
+	event(a, 0, EV_KIND_TEST, 0, v[0], SIZE_MAX);
+	event(a, 0, EV_KIND_TEST, 1, v[1], 5); /* split across reads */
+	expect_nothing(a);
+	event(a, 0, EV_KIND_TEST, 2, v[2], 1);
+	event_ack_req(a, 0, 0);
+	expect_events(a, 0, NULL, 0, 3);
+	close_sess(a); /* rank 0 dies */
+
+	struct cm_session *a1 = join_inc(0, 2, 1, NULL);
+	event_ack_req(a1, 0, 1);
+	expect_events(a1, 0, v, 3, 3);
+	event(a1, 0, EV_KIND_TEST, 1, v[1], SIZE_MAX); /* already logged: dropped */
+	event(a1, 0, EV_KIND_TEST, 3, v[3], SIZE_MAX);
+	event(a1, 0, EV_KIND_TEST, 4, v[4], SIZE_MAX);
+	expect_nothing(a1);
+
+	/* Replaced while live: the log holds what incarnation 1 added. */
+	struct cm_session *a2 = join_inc(0, 2, 2, NULL);
+	ck_assert(cm_session_closing(a1));
+	event_ack_req(a2, 0, 1);
+	expect_events(a2, 0, v, 5, 5);
+	event(a2, 0, EV_KIND_TEST, 5, v[5], SIZE_MAX);
+	event_ack_req(a2, 0, 0);
+	expect_events(a2, 0, NULL, 0, 6);
+
+	/* Another rank's log is its own. */
+	struct cm_session *b = join(1, 2);
+	event_ack_req(b, 1, 1);
+	expect_events(b, 1, NULL, 0, 0);
+
+	struct cm_core_stats st;
+	cm_core_stats(H.core, &st);
+	ck_assert_uint_eq(st.events_logged, 6);
+	ck_assert_uint_eq(st.events_duplicate, 1);
+	ck_assert_uint_eq(st.events_replayed, 8);
+}
+END_TEST
+
+/* Events and messages share the stream: an event before a MSG is logged
+ * before the MSG is (the pessimistic condition with one CM). */
+START_TEST(test_event_before_msg)
+{
+	struct cm_session *a = join(0, 2), *b = join(1, 2);
+	event(a, 0, EV_KIND_TEST, 0, 42, SIZE_MAX);
+	send_str(a, 0, 1, 1, 0, "decided");
+	post(b, 1, 0, 1, 0, 0);
+	expect_deliver(b, 0, 1, 0, "decided");
+	close_sess(a);
+	struct cm_session *a1 = join_inc(0, 2, 1, NULL);
+	event_ack_req(a1, 0, 1);
+	uint64_t v = 42;
+	expect_events(a1, 0, &v, 1, 1);
+}
+END_TEST
+
+/* An event past the end of the log (a hole), or sent for another rank, is
+ * refused; so are malformed event frames. */
+START_TEST(test_event_refused)
+{
+	struct cm_session *a = join(0, 2);
+	event(a, 0, EV_KIND_TEST, 1, 5, SIZE_MAX);
+	expect_error(a, CM_E_STATE);
+
+	struct cm_session *b = join(1, 2);
+	event(b, 0, EV_KIND_TEST, 0, 5, SIZE_MAX);
+	expect_error(b, CM_E_RANK);
+
+	struct cm_session *a1 = join_inc(0, 2, 1, NULL);
+	struct bytes raw = {0};
+	frame_add(&raw, CM_T_EVENT, 0, 0, 0, 1, 0, 0, NULL, 0); /* no value */
+	feed_bytes(a1, &raw, SIZE_MAX);
+	bytes_free(&raw);
+	expect_error(a1, CM_E_LENGTH);
+
+	struct cm_session *c = sess_new();
+	event(c, 0, EV_KIND_TEST, 0, 5, SIZE_MAX); /* before HELLO */
+	expect_error(c, CM_E_AUTH);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("core_ft");
@@ -240,6 +373,9 @@ int main(void)
 	tcase_add_test(t, test_trimmed_replay);
 	tcase_add_test(t, test_two_failures);
 	tcase_add_test(t, test_huge_request_id);
+	tcase_add_test(t, test_events_two_restarts);
+	tcase_add_test(t, test_event_before_msg);
+	tcase_add_test(t, test_event_refused);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -19,6 +19,11 @@ static struct cm_header make(uint8_t type)
 	case CM_T_PROBE_REPLY:
 		h.len = CM_PROBE_REPLY_PAYLOAD;
 		break;
+	case CM_T_EVENT:
+		h.tag = 1;
+		h.clock = 7;
+		h.len = CM_EVENT_PAYLOAD_MAX;
+		break;
 	case CM_T_MSG:
 	case CM_T_DELIVER:
 		h.tag = 5;
@@ -52,6 +57,41 @@ START_TEST(every_type_roundtrips)
 		ck_assert_uint_eq(out.len, h.len);
 		ck_assert(out.clock == h.clock);
 	}
+}
+END_TEST
+
+/* EVENT carries 1..CM_EVENT_PAYLOAD_MAX value bytes, a kind >= 0 and no
+ * ctx; EVENT_ACK is header only and may ask for a replay. */
+START_TEST(event_frames_validated)
+{
+	struct cm_header h = make(CM_T_EVENT), out;
+	h.len = 0;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_LENGTH);
+	h.len = CM_EVENT_PAYLOAD_MAX + 1;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_LENGTH);
+	h = make(CM_T_EVENT);
+	h.tag = -1;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_TAG);
+	h = make(CM_T_EVENT);
+	h.ctx = 1;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_FIELD);
+	h = make(CM_T_EVENT);
+	h.flags = CM_F_REPLAY;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_FLAGS);
+
+	h = make(CM_T_EVENT_ACK);
+	h.flags = CM_F_REPLAY;
+	h.clock = 12;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_OK);
+	ck_assert_uint_eq(out.flags, CM_F_REPLAY);
+	h.len = 8;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_LENGTH);
+	h = make(CM_T_EVENT_ACK);
+	h.tag = 3;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_FIELD);
+	ck_assert_str_eq(cm_type_str(CM_T_EVENT), "EVENT");
+	ck_assert_str_eq(cm_type_str(CM_T_EVENT_ACK), "EVENT_ACK");
+	ck_assert_str_eq(cm_type_str(CM_T_TYPE_MAX + 1), "?");
 }
 END_TEST
 
@@ -316,6 +356,7 @@ int main(void)
 	Suite *s = suite_create("protocol");
 	TCase *tc = tcase_create("frames");
 	tcase_add_test(tc, every_type_roundtrips);
+	tcase_add_test(tc, event_frames_validated);
 	tcase_add_test(tc, wire_is_little_endian);
 	tcase_add_test(tc, truncated_header_never_overreads);
 	tcase_add_test(tc, bad_version);
