@@ -35,7 +35,10 @@ void cm_core_free(struct cm_core *core)
 
 void cm_core_stats(const struct cm_core *core, struct cm_core_stats *out)
 {
-	*out = core->stats;
+	const uint64_t *from = (const uint64_t *)&core->stats;
+	uint64_t *to = (uint64_t *)out;
+	for (size_t i = 0; i < sizeof *out / sizeof(uint64_t); i++)
+		to[i] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
 }
 
 uint32_t cm_core_world_size(const struct cm_core *core)
@@ -96,7 +99,7 @@ struct cm_session *cm_session_new(struct cm_core *core, void *engine_data)
 	s->state = CM_S_NEW;
 	s->rank = -1;
 	cm_outq_init(&s->out);
-	core->stats.sessions_opened++;
+	CM_STAT_ADD(core, sessions_opened, 1);
 	return s;
 }
 
@@ -231,7 +234,7 @@ void cm_session_fail(struct cm_session *s, enum cm_err code, const char *fmt, ..
 		cm_info("rank %d: refused: %s (%s)", (int)s->rank, text, cm_err_str(code));
 	else
 		cm_info("connection refused: %s (%s)", text, cm_err_str(code));
-	s->core->stats.frames_refused++;
+	CM_STAT_ADD(s->core, frames_refused, 1);
 
 	struct cm_out_item it;
 	it.ref = cm_buf_new((uint32_t)n);
@@ -350,7 +353,7 @@ static void handle_hello(struct cm_session *s, const struct cm_frame *f)
 		cm_session_fail(old, CM_E_STATE, "replaced by incarnation %u of rank %d",
 		                (unsigned)hello->incarnation, (int)rank);
 		unregister(old);
-		core->stats.sessions_replaced++;
+		CM_STAT_ADD(core, sessions_replaced, 1);
 	}
 
 	if (!sess_move(s, CM_S_NEW, CM_S_READY))
@@ -381,7 +384,7 @@ static void handle_msg(struct cm_session *s, struct cm_frame *f)
 		 * one it skipped). A synchronous one still needs its SYNC_ACK,
 		 * or the re-executed MPI_Ssend never returns. */
 		if (e != NULL)
-			core->stats.msgs_duplicate++;
+			CM_STAT_ADD(core, msgs_duplicate, 1);
 		if (f->h.flags & CM_F_SYNC)
 			cm_dest_sync_duplicate(core, &core->dests[f->h.dst], s, &f->h);
 		cm_entry_free(e);
@@ -397,8 +400,10 @@ static void handle_msg(struct cm_session *s, struct cm_frame *f)
 		return;
 	}
 	/* Accepted only once logged: a message lost to a failure is re-sent. */
-	snd->highest = e->clock;
-	snd->has = true;
+	/* Stored for input.c's unlocked peek: highest before has (release),
+	 * so a peek that sees has also sees a real clock. */
+	__atomic_store_n(&snd->highest, e->clock, __ATOMIC_RELAXED);
+	__atomic_store_n(&snd->has, true, __ATOMIC_RELEASE);
 	cm_dest_trim(core, d);
 }
 
@@ -436,7 +441,7 @@ static void handle_event(struct cm_session *s, const struct cm_frame *f)
 	struct cm_core *core = s->core;
 	struct cm_dest *d = &core->dests[s->rank];
 	if (f->h.clock < d->nevents) {
-		core->stats.events_duplicate++;
+		CM_STAT_ADD(core, events_duplicate, 1);
 		return;
 	}
 	if (f->h.clock > d->nevents) {
@@ -459,7 +464,7 @@ static void handle_event(struct cm_session *s, const struct cm_frame *f)
 	ev->kind = (uint32_t)f->h.tag;
 	ev->len = (uint8_t)f->h.len;
 	memcpy(ev->value, f->event, f->h.len);
-	core->stats.events_logged++;
+	CM_STAT_ADD(core, events_logged, 1);
 }
 
 /* EVENT_ACK request: the logged events first when asked (CM_F_REPLAY), then
@@ -490,7 +495,7 @@ static void handle_event_ack(struct cm_session *s, const struct cm_frame *f)
 			it.ref = NULL;
 			cm_core_emit(s, &it);
 		}
-		core->stats.events_replayed += d->nevents;
+		CM_STAT_ADD(core, events_replayed, d->nevents);
 	}
 	struct cm_header ack = {
 	    .type = CM_T_EVENT_ACK, .src = s->rank, .dst = s->rank, .clock = d->nevents};

@@ -285,4 +285,14 @@ static inline uint32_t cm_atomic_load32(const uint32_t *p)
 	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 }
 
+/* Statistics are updated under different ranks' locks by threaded engines:
+ * plain increments would be data races. Relaxed atomics keep them exact and
+ * cost nothing measurable; readers get a per-field snapshot. */
+#define CM_STAT_ADD(core, field, n) \
+	__atomic_fetch_add(&(core)->stats.field, (uint64_t)(n), __ATOMIC_RELAXED)
+#define CM_STAT_SUB(core, field, n) \
+	__atomic_fetch_sub(&(core)->stats.field, (uint64_t)(n), __ATOMIC_RELAXED)
+#define CM_STAT_SET(core, field, v) \
+	__atomic_store_n(&(core)->stats.field, (uint64_t)(v), __ATOMIC_RELAXED)
+
 #endif

@@ -13,8 +13,16 @@ struct cm_server_opts {
 	const char *mode;
 	uint32_t max_message; /* largest accepted payload */
 	uint64_t log_mem;     /* bytes of delivered log entries kept in memory */
+	unsigned threads;     /* multiplexer, specialized: worker loops (1..64) */
 	char secret[CM_SECRET_LEN];
 };
+
+/* --threads bounds, and the environment variable that supplies the default
+ * (so a launcher that only passes --mode, like cmrun, can set it). */
+#define CM_THREADS_MIN 1
+#define CM_THREADS_MAX 64
+#define CM_THREADS_DEFAULT 2
+#define CM_ENV_CM_THREADS "CHANMEM_CM_THREADS"
 
 typedef int (*cm_engine_fn)(const struct cm_server_opts *opts, int listen_fd);
 
@@ -29,5 +37,11 @@ extern const struct cm_engine cm_engines[];
 
 /* One libev loop, no threads, no locks. */
 int cm_engine_mono(const struct cm_server_opts *opts, int listen_fd);
+/* An accepting thread plus one thread per connection. */
+int cm_engine_thread_per_client(const struct cm_server_opts *opts, int listen_fd);
+/* opts->threads event loops, connections spread over them. */
+int cm_engine_multiplexer(const struct cm_server_opts *opts, int listen_fd);
+/* Acceptor, opts->threads receiving loops, one sending thread. */
+int cm_engine_specialized(const struct cm_server_opts *opts, int listen_fd);
 
 #endif

@@ -255,8 +255,9 @@ int cm_session_next_frame(struct cm_session *s, struct cm_frame *f)
 			/* Unlocked peek at SENDER(src): a re-send is skipped without
 			 * allocating; dispatch checks again for real. */
 			const struct cm_sender *snd = &s->core->senders[h.src];
-			if (snd->has && h.clock <= snd->highest) {
-				s->core->stats.msgs_duplicate++;
+			if (__atomic_load_n(&snd->has, __ATOMIC_ACQUIRE) &&
+			    h.clock <= __atomic_load_n(&snd->highest, __ATOMIC_RELAXED)) {
+				CM_STAT_ADD(s->core, msgs_duplicate, 1);
 				s->in_skip = h.len;
 				if (!(h.flags & CM_F_SYNC))
 					continue;

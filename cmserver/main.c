@@ -17,25 +17,40 @@
 #include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define EXIT_USAGE 2
-/* Delivered entries kept in memory. Small on purpose: a logging relay is
- * fast only when it recycles warm memory for new messages (first-touch pages
- * cost several times a copy, far more in a VM), so the budget is reached
- * quickly and freed payload buffers get reused. */
-#define DEFAULT_LOG_MEM (64ull * 1024 * 1024)
+/* Delivered entries kept in memory by default: a quarter of the machine's
+ * memory. Without checkpoints a restarted rank is replayed from its first
+ * message, so every dropped entry is a replay that can no longer happen: the
+ * default keeps the whole log of any run that fits, and still bounds the CM
+ * (a run past it fails its replay with a clear error instead of the CM being
+ * killed for memory). A small budget is faster (freed payload buffers are
+ * reused warm: first-touch pages cost ~20 % of bandwidth at 4 MiB on a VM)
+ * but gives up replay: that is the user's choice to make, not ours. Spilling
+ * to LMDB (the checkpoint issue) replaces dropping. */
+static uint64_t default_log_mem(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	if (pages <= 0 || page <= 0)
+		return 1ull << 30;
+	return (uint64_t)pages * (uint64_t)page / 4;
+}
 /* A HELLO carries 48 bytes: a smaller ceiling would lock every rank out. */
 #define MIN_MAX_MESSAGE CM_HELLO_PAYLOAD
 
 const struct cm_engine cm_engines[] = {
     {"mono", cm_engine_mono, "one libev event loop serves every connection (no threads)"},
-    {"thread-per-client", NULL, "one thread per connection, blocking reads (not built yet)"},
-    {"multiplexer", NULL, "N event loops, connections spread over them (not built yet)"},
-    {"specialized", NULL, "acceptor, receiver and sender threads (not built yet)"},
+    {"thread-per-client", cm_engine_thread_per_client,
+     "an accepting thread + one thread per connection"},
+    {"multiplexer", cm_engine_multiplexer,
+     "--threads N event loops, each connection on the least loaded"},
+    {"specialized", cm_engine_specialized,
+     "acceptor, --threads N receiving loops, one sending thread"},
     {NULL, NULL, NULL},
 };
 
@@ -51,14 +66,17 @@ static void usage(FILE *out)
 		fprintf(out, "                         %-18s %s\n", e->name, e->summary);
 	fprintf(
 	    out,
+	    "  --threads N          multiplexer and specialized: event-loop threads (%d-%d,\n"
+	    "                       default %s, else %d)\n"
 	    "  --listen ADDR:PORT   address to listen on (default 127.0.0.1:0; port 0 picks\n"
 	    "                       a free port). Prints 'cmserver: listening on HOST:PORT'.\n"
 	    "  --ready-fd N         once listening, write \"HOST:PORT\\n\" to fd N and close it\n"
 	    "  --max-message BYTES  largest message payload accepted (default 1GiB; units\n"
 	    "                       K, M, G, KiB, MiB, GiB; at least %d)\n"
 	    "  --log-mem BYTES      memory kept for delivered messages, the replay log\n"
-	    "                       (default 64MiB); past it the oldest delivered entries\n"
-	    "                       are dropped\n"
+	    "                       (default: a quarter of physical memory); past it the\n"
+	    "                       oldest delivered entries are dropped, and a restarted\n"
+	    "                       rank that needs one cannot be replayed\n"
 	    "  --secret-file FILE   read the 32-character job secret from the first line of\n"
 	    "                       FILE; the environment variable %s takes precedence\n"
 	    "  -v, --verbose        report connections and errors; twice for debug output\n"
@@ -67,7 +85,8 @@ static void usage(FILE *out)
 	    "The job secret comes from %s, else from --secret-file; without\n"
 	    "either cmserver refuses to start. SIGTERM or SIGINT stop it cleanly (exit 0).\n"
 	    "Exit status: 0 after a clean stop, 1 on a runtime failure, 2 on a usage error.\n",
-	    MIN_MAX_MESSAGE, CM_ENV_SECRET, CM_ENV_SECRET);
+	    CM_THREADS_MIN, CM_THREADS_MAX, CM_ENV_CM_THREADS, CM_THREADS_DEFAULT, MIN_MAX_MESSAGE,
+	    CM_ENV_SECRET, CM_ENV_SECRET);
 }
 
 static void __attribute__((noreturn)) bad_usage(const char *fmt, ...)
@@ -139,9 +158,18 @@ static uint64_t parse_size_opt(const char *opt, const char *text, uint64_t min, 
 
 int main(int argc, char **argv)
 {
-	enum { OPT_MODE = 256, OPT_LISTEN, OPT_READY_FD, OPT_MAX_MESSAGE, OPT_LOG_MEM, OPT_SECRET };
+	enum {
+		OPT_MODE = 256,
+		OPT_THREADS,
+		OPT_LISTEN,
+		OPT_READY_FD,
+		OPT_MAX_MESSAGE,
+		OPT_LOG_MEM,
+		OPT_SECRET
+	};
 	static const struct option longopts[] = {
 	    {"mode", required_argument, NULL, OPT_MODE},
+	    {"threads", required_argument, NULL, OPT_THREADS},
 	    {"listen", required_argument, NULL, OPT_LISTEN},
 	    {"ready-fd", required_argument, NULL, OPT_READY_FD},
 	    {"max-message", required_argument, NULL, OPT_MAX_MESSAGE},
@@ -151,11 +179,12 @@ int main(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
+	const char *threads_text = NULL, *threads_from = "--threads";
 	const char *mode = "mono", *listen_text = "127.0.0.1:0", *secret_file = NULL;
 	long ready_fd = -1;
 	int verbosity = 0;
 	struct cm_server_opts opts = {.max_message = CM_DEFAULT_MAX_PAYLOAD,
-	                              .log_mem = DEFAULT_LOG_MEM};
+	                              .log_mem = default_log_mem()};
 
 	cm_log_init("cmserver", 0);
 	opterr = 0;
@@ -164,6 +193,9 @@ int main(int argc, char **argv)
 		switch (c) {
 		case OPT_MODE:
 			mode = optarg;
+			break;
+		case OPT_THREADS:
+			threads_text = optarg;
 			break;
 		case OPT_LISTEN:
 			listen_text = optarg;
@@ -209,6 +241,22 @@ int main(int argc, char **argv)
 	if (engine->run == NULL)
 		bad_usage("mode %s is not built yet", mode);
 	opts.mode = engine->name;
+	bool takes_threads =
+	    engine->run == cm_engine_multiplexer || engine->run == cm_engine_specialized;
+	if (threads_text && !takes_threads)
+		bad_usage("--threads applies to modes multiplexer and specialized, not %s", mode);
+	if (threads_text == NULL && takes_threads) {
+		threads_text = getenv(CM_ENV_CM_THREADS);
+		threads_from = CM_ENV_CM_THREADS;
+	}
+	opts.threads = takes_threads ? CM_THREADS_DEFAULT : 1;
+	if (threads_text && *threads_text) {
+		long n;
+		if (cm_parse_long(threads_text, CM_THREADS_MIN, CM_THREADS_MAX, &n) < 0)
+			bad_usage("%s '%s': must be a number of threads from %d to %d",
+			          threads_from, threads_text, CM_THREADS_MIN, CM_THREADS_MAX);
+		opts.threads = (unsigned)n;
+	}
 
 	struct sockaddr_in addr;
 	if (cm_parse_hostport(listen_text, 0, &addr) < 0)
@@ -243,8 +291,8 @@ int main(int argc, char **argv)
 	cm_format_addr(&bound, where, sizeof where);
 	printf("cmserver: listening on %s\n", where);
 	fflush(stdout);
-	cm_info("mode %s, max message %u bytes, log memory %llu bytes", opts.mode,
-	        (unsigned)opts.max_message, (unsigned long long)opts.log_mem);
+	cm_info("mode %s (%u threads), max message %u bytes, log memory %llu bytes", opts.mode,
+	        opts.threads, (unsigned)opts.max_message, (unsigned long long)opts.log_mem);
 	if (ready_fd >= 0) {
 		char line[80];
 		int n = snprintf(line, sizeof line, "%s\n", where);

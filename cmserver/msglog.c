@@ -368,8 +368,8 @@ static void deliver(struct cm_core *core, struct cm_entry *e, struct cm_session 
 		e->sync_sess = NULL;
 	}
 	uint64_t kept = __atomic_add_fetch(&core->delivered_kept, entry_cost(e), __ATOMIC_RELAXED);
-	core->stats.msgs_delivered++;
-	core->stats.log_bytes_delivered_kept = kept;
+	CM_STAT_ADD(core, msgs_delivered, 1);
+	CM_STAT_SET(core, log_bytes_delivered_kept, kept);
 }
 
 static void emit_probe_reply(struct cm_session *to, uint64_t probe_id, uint32_t ctx, int32_t src,
@@ -422,9 +422,9 @@ static void log_append(struct cm_core *core, struct cm_dest *d, struct cm_entry 
 	else
 		d->log_head = e;
 	d->log_tail = e;
-	core->stats.msgs_logged++;
-	core->stats.bytes_logged += e->len;
-	core->stats.log_entries_kept++;
+	CM_STAT_ADD(core, msgs_logged, 1);
+	CM_STAT_ADD(core, bytes_logged, e->len);
+	CM_STAT_ADD(core, log_entries_kept, 1);
 }
 
 bool cm_dest_add_msg(struct cm_core *core, struct cm_dest *d, struct cm_entry *e)
@@ -508,14 +508,14 @@ void cm_dest_trim(struct cm_core *core, struct cm_dest *d)
 		if (d->log_head == NULL)
 			d->log_tail = NULL;
 		kept = __atomic_sub_fetch(&core->delivered_kept, entry_cost(e), __ATOMIC_RELAXED);
-		core->stats.log_entries_kept--;
+		CM_STAT_SUB(core, log_entries_kept, 1);
 		if (e->req_id < d->nrecs && d->recs[e->req_id].e == e) {
 			d->recs[e->req_id].kind = CM_REC_TRIMMED;
 			d->recs[e->req_id].e = NULL;
 		}
 		cm_entry_free(e);
 	}
-	core->stats.log_bytes_delivered_kept = kept;
+	CM_STAT_SET(core, log_bytes_delivered_kept, kept);
 }
 
 /* ---- replay (fault tolerance) ---- */
@@ -541,10 +541,10 @@ enum cm_replay cm_dest_replay(struct cm_core *core, struct cm_dest *d, struct cm
 		if (!accepts(h->src, h->tag, h->ctx, rec->e->src, rec->e->tag, rec->e->ctx))
 			return CM_REPLAY_DIVERGED;
 		emit_deliver(rec->e, s, h->clock);
-		core->stats.msgs_replayed++;
+		CM_STAT_ADD(core, msgs_replayed, 1);
 		return CM_REPLAY_DONE;
 	case CM_REC_TRIMMED:
-		core->stats.replay_lost++;
+		CM_STAT_ADD(core, replay_lost, 1);
 		return CM_REPLAY_LOST;
 	case CM_REC_PROBE:
 		if (is_recv)
@@ -552,7 +552,7 @@ enum cm_replay cm_dest_replay(struct cm_core *core, struct cm_dest *d, struct cm
 		if (rec->src >= 0 && !accepts(h->src, h->tag, h->ctx, rec->src, rec->tag, h->ctx))
 			return CM_REPLAY_DIVERGED;
 		emit_probe_reply(s, h->clock, h->ctx, rec->src, rec->tag, rec->len);
-		core->stats.probes_replayed++;
+		CM_STAT_ADD(core, probes_replayed, 1);
 		return CM_REPLAY_DONE;
 	default:
 		return CM_REPLAY_NONE;
@@ -579,7 +579,7 @@ void cm_dest_sync_duplicate(struct cm_core *core, struct cm_dest *d, struct cm_s
 	struct cm_entry *e = d->log_head;
 	while (e && !(e->src == h->src && e->clock == h->clock))
 		e = e->log_next;
-	core->stats.sync_acks_resent++;
+	CM_STAT_ADD(core, sync_acks_resent, 1);
 	if (e == NULL || e->delivered) {
 		/* Delivered (trimmed since, if not found): the receiver had it. */
 		send_sync_ack(s, h);

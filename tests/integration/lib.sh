@@ -9,6 +9,10 @@
 #                         and only checked loosely)
 #   ITEST_ONLY="a b"      run only the jobs with these names
 #   ITEST_KEEP=1          keep the work directory (outputs of every job) for inspection
+#   CHANMEM_TEST_MODE=M   add --mode M to every cmrun job over the cm transport (jobs that
+#                         choose a mode or --transport direct are left alone); the thread
+#                         count of multiplexer/specialized comes from CHANMEM_CM_THREADS,
+#                         which cmrun hands on to cmserver
 #
 # Every job runs in its own session with a unique marker in its environment, so after
 # it ends every process it left behind is found (by marker or by session), reported as
@@ -99,6 +103,16 @@ itest_check_leftovers() {
 	return 1
 }
 
+# itest_has_word WORD ARGS...: WORD is one of ARGS.
+itest_has_word() {
+	local want=$1 a
+	shift
+	for a in "$@"; do
+		[ "$a" = "$want" ] && return 0
+	done
+	return 1
+}
+
 # itest_run NAME NRANKS [LAUNCHER OPTIONS...] -- PROGRAM [ARGS...]
 # Runs one job; leaves $itest_work/NAME.out, NAME.err and sets itest_rc.
 # Returns non-zero if processes were left behind.
@@ -118,6 +132,10 @@ itest_run() {
 	if [ "$ITEST_LAUNCHER" = ompi ]; then
 		cmd=(mpirun --allow-run-as-root --oversubscribe -np "$nranks" "$PROGDIR/$prog" "$@")
 	else
+		if [ -n "${CHANMEM_TEST_MODE:-}" ] && ! itest_has_word --mode "${opts[@]}" &&
+			! itest_has_word direct "${opts[@]}"; then
+			opts+=(--mode "$CHANMEM_TEST_MODE")
+		fi
 		cmd=("$CMRUN" -n "$nranks" "${opts[@]}" --timeout "$ITEST_JOB_TIMEOUT"
 			"$PROGDIR/$prog" "$@")
 	fi

@@ -534,12 +534,11 @@ START_TEST(test_command_line)
 		int status;
 		const char *says;
 	} cases[] = {
-	    {{"--mode", "thread-per-client", NULL},
-	     SECRET,
-	     2,
-	     "mode thread-per-client is not built yet"},
-	    {{"--mode", "multiplexer", NULL}, SECRET, 2, "not built yet"},
-	    {{"--mode", "specialized", NULL}, SECRET, 2, "not built yet"},
+	    {{"--mode", "mono", "--threads", "2", NULL}, SECRET, 2, "applies to modes"},
+	    {{"--mode", "multiplexer", "--threads", "0", NULL}, SECRET, 2, "--threads"},
+	    {{"--mode", "specialized", "--threads", "65", NULL}, SECRET, 2, "--threads"},
+	    {{"--mode", "thread-per-client", "--threads", "x", NULL}, SECRET, 2, "--threads"},
+	    {{"--log-mem", "lots", NULL}, SECRET, 2, "--log-mem"},
 	    {{"--mode", "turbo", NULL}, SECRET, 2, "unknown mode"},
 	    {{"--listen", "nowhere", NULL}, SECRET, 2, "--listen"},
 	    {{"--listen", "127.0.0.1:70000", NULL}, SECRET, 2, "--listen"},

@@ -1,0 +1,14 @@
+/* --mode thread-per-client: the accepting thread starts one thread per
+ * connection. That thread reads its socket (blocking in the kernel on that
+ * one socket), runs the core for its own frames under the domain locks, and
+ * writes its own socket; output other threads produce for it wakes it. See
+ * engine_common.c and docs/engines.md. */
+#include "config.h"
+
+#include "engine_common.h"
+
+int cm_engine_thread_per_client(const struct cm_server_opts *opts, int listen_fd)
+{
+	struct eng_topology topo = {.readers = 0, .sender_thread = false};
+	return cm_engine_threaded(opts, listen_fd, &topo);
+}
