@@ -17,6 +17,8 @@
 #include "net.h"
 #include "protocol.h"
 #include "transport.h"
+
+#define CM_MAX_REPLICAS 4
 #include "units.h"
 
 /* Far beyond any job this runtime launches; keeps per-rank arrays sane. */
@@ -40,6 +42,9 @@ void cm_job_free(struct cm_job *job)
 		free(job->peers[i]);
 	free(job->peers);
 	free(job->home);
+	for (int i = 0; job->repl_peers && i < job->size * job->replicas; i++)
+		free(job->repl_peers[i]);
+	free(job->repl_peers);
 	job_clear(job);
 }
 
@@ -171,8 +176,8 @@ static int check_listen_fd(const char *text, struct cm_job *job)
 
 static int set_transport_name(const char *text, char *transport_name, size_t namelen)
 {
-	if (strcmp(text, "direct") != 0 && strcmp(text, "cm") != 0) {
-		cm_err("%s: '%s' is not a transport (direct or cm)", CM_ENV_TRANSPORT, text);
+	if (strcmp(text, "direct") != 0 && strcmp(text, "cm") != 0 && strcmp(text, "repl") != 0) {
+		cm_err("%s: '%s' is not a transport (direct, cm or repl)", CM_ENV_TRANSPORT, text);
 		return -1;
 	}
 	if (transport_name && namelen > 0) {
@@ -293,6 +298,40 @@ static int parse_direct(const char *transport, struct cm_job *job)
 	return job->peers && job->listen_fd >= 0 ? check_own_port(job) : 0;
 }
 
+/* Replication: CHANMEM_REPLICA, CHANMEM_REPLICAS and every replica's
+ * address (needed with transport repl, ignored otherwise). */
+static int parse_repl(const char *transport, struct cm_job *job)
+{
+	if (strcmp(transport, "repl") != 0)
+		return 0;
+	const char *replica = getenv(CM_ENV_REPLICA);
+	const char *replicas = getenv(CM_ENV_REPLICAS);
+	const char *peers = getenv(CM_ENV_REPL_PEERS);
+	if (replica == NULL || replicas == NULL || peers == NULL || job->listen_fd < 0) {
+		cm_err("the repl transport needs %s, %s, %s and %s", CM_ENV_REPLICA,
+		       CM_ENV_REPLICAS, CM_ENV_REPL_PEERS, CM_ENV_LISTEN_FD);
+		return -1;
+	}
+	long v;
+	if (parse_int_var(CM_ENV_REPLICAS, replicas, 1, CM_MAX_REPLICAS, &v) < 0)
+		return -1;
+	job->replicas = (int)v;
+	if (parse_int_var(CM_ENV_REPLICA, replica, 0, job->replicas - 1, &v) < 0)
+		return -1;
+	job->replica = (int)v;
+	long total = (long)job->size * job->replicas;
+	if (total > CM_MAX_WORLD * CM_MAX_REPLICAS) {
+		cm_err("%s: too many processes", CM_ENV_REPL_PEERS);
+		return -1;
+	}
+	if (parse_address_list(CM_ENV_REPL_PEERS, peers, (int)total, (int)total,
+	                       &job->repl_peers) < 0) {
+		job->repl_peers = NULL;
+		return -1;
+	}
+	return 0;
+}
+
 int cm_job_from_env(struct cm_job *job, char *transport_name, size_t namelen)
 {
 	job_clear(job);
@@ -330,7 +369,8 @@ int cm_job_from_env(struct cm_job *job, char *transport_name, size_t namelen)
 		transport = "cm"; /* cmrun's default */
 	if (set_transport_name(transport, transport_name, namelen) < 0)
 		goto fail;
-	if (parse_cms(transport, job) < 0 || parse_direct(transport, job) < 0)
+	if (parse_cms(transport, job) < 0 || parse_direct(transport, job) < 0 ||
+	    parse_repl(transport, job) < 0)
 		goto fail;
 	return 0;
 fail:

@@ -32,6 +32,8 @@ static int select_transport(const char *name)
 		cm_transport_direct(&cm_mpi.transport);
 	else if (strcmp(name, "cm") == 0)
 		cm_transport_cm(&cm_mpi.transport);
+	else if (strcmp(name, "repl") == 0)
+		cm_transport_repl(&cm_mpi.transport);
 	else
 		return -1;
 	return 0;

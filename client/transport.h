@@ -70,6 +70,11 @@ struct cm_job {
 	int *home;    /* size entries: home CM index of every rank */
 	char **peers; /* direct: size "host:port" strings, or NULL */
 	int listen_fd; /* direct: inherited listening socket, or -1 */
+	/* repl: replica index, replica count, size * replicas "host:port"
+	 * strings (index rank * replicas + replica) */
+	int replica;
+	int replicas;
+	char **repl_peers;
 };
 
 struct cm_transport {
@@ -112,6 +117,7 @@ enum cm_event_kind {
 /* Transport constructors: fill *t. */
 void cm_transport_direct(struct cm_transport *t);
 void cm_transport_cm(struct cm_transport *t);
+void cm_transport_repl(struct cm_transport *t);
 
 /* Reads the job environment into *job. A missing CHANMEM_RANK means a
  * singleton (rank 0 of 1, direct, no peers). Returns 0 or -1 after printing

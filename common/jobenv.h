@@ -16,5 +16,11 @@
 /* Inherited pipe to cmrun: a rank writes "abort RANK CODE\n" before it
  * exits from MPI_Abort, so the job's status is that code. */
 #define CM_ENV_CONTROL_FD "CHANMEM_CONTROL_FD"
+/* Replication (cmrun --replicate r, transport "repl"): this process's
+ * replica index 0..r-1, the replica count r, and the listening address of
+ * every replica process ("h:p,...", index rank * r + replica). */
+#define CM_ENV_REPLICA "CHANMEM_REPLICA"
+#define CM_ENV_REPLICAS "CHANMEM_REPLICAS"
+#define CM_ENV_REPL_PEERS "CHANMEM_REPL_PEERS"
 
 #endif

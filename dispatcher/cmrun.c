@@ -48,7 +48,7 @@ static void ensure_standard_fds(void)
 static void ensure_fd_limit(const struct cmrun_options *o)
 {
 	struct rlimit rl;
-	rlim_t need = (rlim_t)o->nranks * 3 + (rlim_t)o->ncms * 3 + 64;
+	rlim_t need = (rlim_t)o->nranks * (rlim_t)o->replicas * 3 + (rlim_t)o->ncms * 3 + 64;
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return;
 	if (rl.rlim_cur < need && rl.rlim_cur < rl.rlim_max) {

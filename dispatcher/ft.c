@@ -81,13 +81,13 @@ static void on_kill_every(struct ev_loop *loop, ev_timer *w, int revents)
 		/* A random running rank that still has a restart left, so that
 		 * random kills test recovery rather than the restart limit. */
 		int candidates = 0;
-		for (int i = 0; i < o->nranks; i++)
+		for (int i = 0; i < job->nprocs; i++)
 			if (job->ranks[i].state == PROC_RUNNING &&
 			    job->ranks[i].restarts < o->max_restarts)
 				candidates++;
 		if (candidates > 0) {
 			int pick = (int)(next_random(job) % (uint64_t)candidates);
-			for (int i = 0; i < o->nranks && target == NULL; i++)
+			for (int i = 0; i < job->nprocs && target == NULL; i++)
 				if (job->ranks[i].state == PROC_RUNNING &&
 				    job->ranks[i].restarts < o->max_restarts && pick-- == 0)
 					target = &job->ranks[i];
@@ -102,8 +102,13 @@ static void on_kill_every(struct ev_loop *loop, ev_timer *w, int revents)
 static void on_kill_at(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct job *job = w->data;
-	if (job->phase == PHASE_RUN)
-		kill_rank(job, &job->ranks[job->opts->kill_at_rank], SIGKILL, "--kill-at");
+	if (job->phase == PHASE_RUN) {
+		const struct cmrun_options *o = job->opts;
+		/* Replicated: one replica of the rank (default the last). */
+		int k = o->kill_replica >= 0 ? o->kill_replica : o->replicas - 1;
+		kill_rank(job, &job->ranks[o->kill_at_rank * o->replicas + k], SIGKILL,
+		          "--kill-at");
+	}
 }
 
 void ft_start(struct job *job)

@@ -85,7 +85,7 @@ static void on_phase_timer(struct ev_loop *loop, ev_timer *w, int revents)
 			output_message(
 			    "error: %d processes did not die after SIGKILL; giving up on them",
 			    count_running(job));
-			for (int i = 0; i < job->opts->nranks; i++)
+			for (int i = 0; i < job->nprocs; i++)
 				if (job->ranks[i].state == PROC_RUNNING) {
 					job->ranks[i].state = PROC_EXITED;
 					job->ranks_running--;
@@ -111,7 +111,7 @@ static void on_phase_timer(struct ev_loop *loop, ev_timer *w, int revents)
 			 * source only waiting for cmrun's own output to drain is
 			 * left alone (closing it loses lines), unless the job
 			 * failed anyway. */
-			for (int i = 0; i < job->opts->nranks; i++) {
+			for (int i = 0; i < job->nprocs; i++) {
 				struct rank_proc *r = &job->ranks[i];
 				if (r->out && (job->failed || !output_source_paused(r->out)))
 					output_source_close(r->out);
@@ -147,7 +147,7 @@ static void on_phase_timer(struct ev_loop *loop, ev_timer *w, int revents)
 
 static bool rank_output_done(struct job *job)
 {
-	for (int i = 0; i < job->opts->nranks; i++) {
+	for (int i = 0; i < job->nprocs; i++) {
 		struct rank_proc *r = &job->ranks[i];
 		if ((r->out && !output_source_done(r->out)) ||
 		    (r->err && !output_source_done(r->err)))
@@ -244,8 +244,13 @@ static int build_rank_env(struct job *job)
 {
 	const struct cmrun_options *o = job->opts;
 	char *list = o->transport == CMRUN_TRANSPORT_CM ? job->cms_list : job->peers;
-	const char *list_name = o->transport == CMRUN_TRANSPORT_CM ? CM_ENV_CMS : CM_ENV_PEERS;
-	job->rank_env = calloc(6, sizeof *job->rank_env);
+	const char *list_name = o->transport == CMRUN_TRANSPORT_CM     ? CM_ENV_CMS
+	                        : o->transport == CMRUN_TRANSPORT_REPL ? CM_ENV_REPL_PEERS
+	                                                               : CM_ENV_PEERS;
+	job->rank_env = calloc(7, sizeof *job->rank_env);
+	if (job->rank_env && o->transport == CMRUN_TRANSPORT_REPL &&
+	    asprintf(&job->rank_env[5], "%s=%d", CM_ENV_REPLICAS, o->replicas) < 0)
+		return -1;
 	if (job->rank_env == NULL ||
 	    asprintf(&job->rank_env[0], "%s=%d", CM_ENV_SIZE, o->nranks) < 0 ||
 	    asprintf(&job->rank_env[1], "%s=%s", CM_ENV_SECRET, job->secret) < 0 ||
@@ -273,12 +278,12 @@ static void start_ranks(struct job *job)
 		return;
 	}
 	enter_phase(job, PHASE_RUN, 0);
-	for (int i = 0; i < job->opts->nranks && job->phase == PHASE_RUN; i++) {
+	for (int i = 0; i < job->nprocs && job->phase == PHASE_RUN; i++) {
 		if (spawn_rank(job, &job->ranks[i]) < 0) {
 			job_fail(job, CMRUN_EXIT_NOT_EXECUTABLE);
 			break;
 		}
-		if (i == 0 && job->rank0_stdin >= 0) {
+		if (job->ranks[i].rank == 0 && job->rank0_stdin >= 0) {
 			/* Rank 0 holds it now; a later incarnation reads /dev/null. */
 			close(job->rank0_stdin);
 			job->rank0_stdin = -1;
@@ -369,10 +374,16 @@ static void rank_exited(struct job *job, struct rank_proc *r, int wait_status)
 		output_source_drain(r->out);
 	if (r->err)
 		output_source_drain(r->err);
-	if (r->rank == 0)
+	if (r->rank == 0 && r->replica == 0)
 		input_stop();
 	describe_wait_status(wait_status, how, sizeof how);
 	if (job->phase == PHASE_RUN && wait_status != 0) {
+		if (job->opts->transport == CMRUN_TRANSPORT_REPL && WIFSIGNALED(wait_status)) {
+			/* No restart: the rank lives on in its other replicas. */
+			if (!repl_replica_failed(job, r, wait_status))
+				job_fail(job, exit_status_of(wait_status));
+			return;
+		}
 		if (ft_rank_failed(job, r, wait_status))
 			return; /* restarted: the job goes on */
 		output_message("rank %d %s", r->rank, how);
@@ -414,7 +425,7 @@ static void on_child(struct ev_loop *loop, ev_child *w, int revents)
 	struct job *job = w->data;
 	if (!WIFEXITED(w->rstatus) && !WIFSIGNALED(w->rstatus))
 		return;
-	for (int i = 0; i < job->opts->nranks; i++) {
+	for (int i = 0; i < job->nprocs; i++) {
 		struct rank_proc *r = &job->ranks[i];
 		if (r->state == PROC_RUNNING && r->pid == w->rpid) {
 			rank_exited(job, r, w->rstatus);
@@ -489,7 +500,7 @@ static int open_direct_listeners(struct job *job)
 {
 	struct sockaddr_in any;
 	cm_parse_hostport("127.0.0.1:0", 0, &any);
-	for (int i = 0; i < job->opts->nranks; i++) {
+	for (int i = 0; i < job->nprocs; i++) {
 		struct rank_proc *r = &job->ranks[i];
 		r->listen_fd = cm_tcp_listen(&any, &r->listen_addr);
 		if (r->listen_fd < 0) {
@@ -509,15 +520,18 @@ int job_run(struct job *job)
 
 	ev_set_userdata(loop, job);
 	job->control_rd = job->control_wr = -1;
-	job->ranks = calloc((size_t)o->nranks, sizeof *job->ranks);
+	job->nprocs = o->nranks * o->replicas;
+	job->ranks = calloc((size_t)job->nprocs, sizeof *job->ranks);
 	job->ncms = o->transport == CMRUN_TRANSPORT_CM ? o->ncms : 0;
 	job->cms = calloc((size_t)(job->ncms ? job->ncms : 1), sizeof *job->cms);
 	if (job->ranks == NULL || job->cms == NULL) {
 		output_message("error: out of memory");
 		return CMRUN_EXIT_FAILURE;
 	}
-	for (int i = 0; i < o->nranks; i++) {
-		job->ranks[i].rank = i;
+	for (int i = 0; i < job->nprocs; i++) {
+		job->ranks[i].rank = i / o->replicas;
+		job->ranks[i].replica = i % o->replicas;
+		job->ranks[i].held_out = job->ranks[i].held_err = -1;
 		job->ranks[i].host = "localhost";
 		job->ranks[i].listen_fd = -1;
 	}
@@ -550,7 +564,7 @@ int job_run(struct job *job)
 	job->rank0_stdin = input_start(loop);
 	if (control_open(job) < 0)
 		return CMRUN_EXIT_FAILURE;
-	if (o->transport == CMRUN_TRANSPORT_DIRECT) {
+	if (o->transport != CMRUN_TRANSPORT_CM) {
 		if (open_direct_listeners(job) < 0)
 			return CMRUN_EXIT_FAILURE;
 		enter_phase(job, PHASE_START_CMS, 0); /* no CM: step() starts the ranks */
@@ -566,7 +580,8 @@ int job_run(struct job *job)
 
 void job_free(struct job *job)
 {
-	for (int i = 0; job->ranks && i < job->opts->nranks; i++)
+	repl_close_held(job);
+	for (int i = 0; job->ranks && i < job->nprocs; i++)
 		if (job->ranks[i].listen_fd >= 0)
 			close(job->ranks[i].listen_fd);
 	for (int i = 0; job->rank_env && job->rank_env[i]; i++)

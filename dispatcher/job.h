@@ -37,6 +37,12 @@ struct rank_proc {
 	/* Bytes its incarnations wrote to stdout / stderr (the furthest any
 	 * got): a new incarnation's first that many bytes are not forwarded. */
 	unsigned long long out_seen, err_seen;
+	/* Replication (repl.c): this process's replica index; whether its
+	 * output is the one forwarded (the rank's first live replica); the
+	 * read ends of its pipes while it is not (-1 otherwise). */
+	int replica;
+	bool forwarded;
+	int held_out, held_err;
 };
 
 /* One channel memory (cmserver process). */
@@ -72,7 +78,8 @@ struct job {
 	char *cmserver_path; /* transport cm */
 	int devnull_fd;
 
-	struct rank_proc *ranks; /* opts->nranks entries */
+	struct rank_proc *ranks; /* nprocs entries: rank * replicas + replica */
+	int nprocs;              /* opts->nranks * opts->replicas */
 	int ranks_running;
 	struct cm_proc *cms; /* ncms entries (0 for transport direct) */
 	int ncms;
@@ -142,6 +149,16 @@ void ft_stop(struct job *job);
  * returns true if it did (the job goes on), false when the job must stop
  * (a message saying why was printed if it is a restart limit). */
 bool ft_rank_failed(struct job *job, struct rank_proc *r, int wait_status);
+
+/* repl.c: replication (--replicate). */
+/* Keeps or forwards the output pipes of a just-spawned replica. */
+void repl_spawned(struct job *job, struct rank_proc *r, int out_fd, int err_fd, const char *prefix);
+/* Replica r died by a signal in the run phase: true if the rank goes on
+ * (another replica is alive or finished), false when every replica of it
+ * is dead (a message says so). */
+bool repl_replica_failed(struct job *job, struct rank_proc *r, int wait_status);
+/* Closes held pipes (job end). */
+void repl_close_held(struct job *job);
 
 /* procs.c */
 

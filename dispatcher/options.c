@@ -47,6 +47,11 @@ static void usage(FILE *out)
 	    "      --seed S           seed of the random choice of --kill-rank random\n"
 	    "      --kill-at R:T      kill rank R once, T after the ranks started\n"
 	    "      --status           one status line on stderr, updated in place\n"
+	    "\n"
+	    "Replication (docs/replication.md): every rank runs as r processes over a direct\n"
+	    "TCP mesh; a killed replica is not restarted, the others carry on.\n"
+	    "      --replicate r      replicas per rank (1..4; no channel memory)\n"
+	    "      --kill-replica K   the replica --kill-at kills (default: the last)\n"
 	    "  -v, --verbose          report what cmrun does (twice: debug)\n"
 	    "  -h, --help             this text\n"
 	    "\n"
@@ -94,7 +99,7 @@ static void __attribute__((noreturn, format(printf, 1, 2))) bad_usage(const char
 
 const char *cmrun_transport_name(enum cmrun_transport t)
 {
-	return t == CMRUN_TRANSPORT_DIRECT ? "direct" : "cm";
+	return t == CMRUN_TRANSPORT_DIRECT ? "direct" : t == CMRUN_TRANSPORT_REPL ? "repl" : "cm";
 }
 
 static bool mode_is_known(const char *mode)
@@ -120,6 +125,8 @@ enum {
 	OPT_SEED,
 	OPT_KILL_AT,
 	OPT_STATUS,
+	OPT_REPLICATE,
+	OPT_KILL_REPLICA,
 };
 
 void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
@@ -140,6 +147,8 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	    {"seed", required_argument, NULL, OPT_SEED},
 	    {"kill-at", required_argument, NULL, OPT_KILL_AT},
 	    {"status", no_argument, NULL, OPT_STATUS},
+	    {"replicate", required_argument, NULL, OPT_REPLICATE},
+	    {"kill-replica", required_argument, NULL, OPT_KILL_REPLICA},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -156,7 +165,9 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	opts->kill_count = CMRUN_DEFAULT_KILL_COUNT;
 	opts->kill_signal = SIGKILL;
 	opts->kill_at_rank = -1;
-	bool have_kill_opts = false;
+	opts->replicas = 1;
+	opts->kill_replica = -1;
+	bool have_kill_opts = false, have_transport = false, have_replicate = false;
 	const char *kill_rank_text = NULL;
 
 	opterr = 0; /* our own messages, in one format */
@@ -191,7 +202,21 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 			opts->mode = optarg;
 			have_mode = true;
 			break;
+		case OPT_REPLICATE:
+			if (cm_parse_long(optarg, 1, CMRUN_MAX_REPLICAS, &value) < 0)
+				bad_usage("--replicate takes a replica count in 1..%d, not '%s'",
+				          CMRUN_MAX_REPLICAS, optarg);
+			opts->replicas = (int)value;
+			have_replicate = true;
+			break;
+		case OPT_KILL_REPLICA:
+			if (cm_parse_long(optarg, 0, CMRUN_MAX_REPLICAS - 1, &value) < 0)
+				bad_usage("--kill-replica takes a replica index in 0..%d, not '%s'",
+				          CMRUN_MAX_REPLICAS - 1, optarg);
+			opts->kill_replica = (int)value;
+			break;
 		case OPT_TRANSPORT:
+			have_transport = true;
 			if (strcmp(optarg, "cm") == 0)
 				opts->transport = CMRUN_TRANSPORT_CM;
 			else if (strcmp(optarg, "direct") == 0)
@@ -308,8 +333,22 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 		bad_usage("no program to run");
 	if (argv[optind][0] == '\0')
 		bad_usage("the program name is empty");
-	if (opts->transport == CMRUN_TRANSPORT_DIRECT &&
-	    (have_cms || have_mode || have_max_message))
+	if (have_replicate) {
+		if (have_transport)
+			bad_usage("--replicate runs its own transport (a direct mesh of replicas): "
+			          "drop --transport");
+		opts->transport = CMRUN_TRANSPORT_REPL;
+		if ((long)opts->nranks * opts->replicas > CMRUN_MAX_RANKS)
+			bad_usage("-n %d with --replicate %d is more than %d processes",
+			          opts->nranks, opts->replicas, CMRUN_MAX_RANKS);
+		if (opts->kill_every_ns || have_kill_opts)
+			bad_usage("--kill-every does not apply to --replicate (use --kill-at with "
+			          "--kill-replica)");
+	}
+	if (opts->kill_replica >= 0 &&
+	    (!have_replicate || opts->kill_at_rank < 0 || opts->kill_replica >= opts->replicas))
+		bad_usage("--kill-replica K goes with --replicate r (K < r) and --kill-at");
+	if (opts->transport != CMRUN_TRANSPORT_CM && (have_cms || have_mode || have_max_message))
 		bad_usage("--cms, --mode and --max-message apply to --transport cm only");
 	if (have_kill_opts && opts->kill_every_ns == 0)
 		bad_usage("--kill-rank, --kill-count, --kill-signal and --seed go with "

@@ -12,10 +12,12 @@
 #define CMRUN_DEFAULT_MAX_RESTARTS 3
 #define CMRUN_DEFAULT_KILL_COUNT 5
 #define CMRUN_MAX_KILL_COUNT 100000
+#define CMRUN_MAX_REPLICAS 4
 
 enum cmrun_transport {
 	CMRUN_TRANSPORT_CM,
 	CMRUN_TRANSPORT_DIRECT,
+	CMRUN_TRANSPORT_REPL, /* --replicate: direct mesh of replicas (docs/replication.md) */
 };
 
 struct cmrun_options {
@@ -38,7 +40,9 @@ struct cmrun_options {
 	bool have_seed;
 	int kill_at_rank; /* --kill-at RANK:DELAY, -1 = none */
 	uint64_t kill_at_ns;
-	bool status;               /* --status */
+	bool status;      /* --status */
+	int replicas;     /* --replicate r (transport repl), else 1 */
+	int kill_replica; /* --kill-replica: the replica --kill-at kills (repl; -1: the last) */
 	char *const *program_argv; /* PROGRAM ARGS..., NULL-terminated (points into argv) */
 };
 

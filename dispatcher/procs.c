@@ -60,7 +60,7 @@ static void signal_group(pid_t pid, int sig)
 
 void signal_ranks(struct job *job, int sig)
 {
-	for (int i = 0; i < job->opts->nranks && job->ranks_running > 0; i++) {
+	for (int i = 0; i < job->nprocs && job->ranks_running > 0; i++) {
 		struct rank_proc *r = &job->ranks[i];
 		if (r->state == PROC_RUNNING)
 			signal_group(r->pid, sig);
@@ -78,7 +78,7 @@ void signal_cms(struct job *job, int sig)
 
 static bool is_known_child(struct job *job, pid_t pid)
 {
-	for (int i = 0; i < job->opts->nranks && job->ranks_running > 0; i++)
+	for (int i = 0; i < job->nprocs && job->ranks_running > 0; i++)
 		if (job->ranks[i].state == PROC_RUNNING && job->ranks[i].pid == pid)
 			return true;
 	for (int i = 0; i < job->ncms; i++)
@@ -123,7 +123,7 @@ int signal_leftovers(struct job *job, int sig)
 int count_running(struct job *job)
 {
 	int n = 0;
-	for (int i = 0; i < job->opts->nranks; i++)
+	for (int i = 0; i < job->nprocs; i++)
 		if (job->ranks[i].state == PROC_RUNNING)
 			n++;
 	for (int i = 0; i < job->ncms; i++)
@@ -134,7 +134,7 @@ int count_running(struct job *job)
 
 char *join_addresses(struct job *job, bool cms)
 {
-	int n = cms ? job->ncms : job->opts->nranks;
+	int n = cms ? job->ncms : job->nprocs;
 	size_t cap = (size_t)n * 24 + 1;
 	char *list = malloc(cap);
 	if (list == NULL)

@@ -257,10 +257,9 @@ int spawn_make_secret(char out[CM_SECRET_LEN + 1])
  * must not leak into this one. */
 static bool is_job_variable(const char *entry)
 {
-	static const char *const names[] = {CM_ENV_RANK,   CM_ENV_SIZE,      CM_ENV_INCARNATION,
-	                                    CM_ENV_SECRET, CM_ENV_TRANSPORT, CM_ENV_CMS,
-	                                    CM_ENV_HOME,   CM_ENV_PEERS,     CM_ENV_LISTEN_FD,
-	                                    CM_ENV_CONTROL_FD};
+	static const char *const names[] = {
+	    CM_ENV_RANK, CM_ENV_SIZE, CM_ENV_INCARNATION, CM_ENV_SECRET,    CM_ENV_TRANSPORT,
+	    CM_ENV_CMS,  CM_ENV_HOME, CM_ENV_PEERS,       CM_ENV_LISTEN_FD, CM_ENV_CONTROL_FD};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
 		size_t len = strlen(names[i]);
 		if (strncmp(entry, names[i], len) == 0 && entry[len] == '=')
@@ -329,8 +328,14 @@ int spawn_rank(struct job *job, struct rank_proc *r)
 	}
 	char rank_var[48], incarnation_var[48], fd_var[48];
 	snprintf(rank_var, sizeof rank_var, "%s=%d", CM_ENV_RANK, r->rank);
-	snprintf(incarnation_var, sizeof incarnation_var, "%s=%u", CM_ENV_INCARNATION,
-	         r->incarnation);
+	/* Replicas are never restarted (incarnation 0, the default): the
+	 * slot carries the replica index instead. */
+	if (job->opts->transport == CMRUN_TRANSPORT_REPL)
+		snprintf(incarnation_var, sizeof incarnation_var, "%s=%d", CM_ENV_REPLICA,
+		         r->replica);
+	else
+		snprintf(incarnation_var, sizeof incarnation_var, "%s=%u", CM_ENV_INCARNATION,
+		         r->incarnation);
 	snprintf(fd_var, sizeof fd_var, "%s=%d", CM_ENV_LISTEN_FD, r->listen_fd);
 	char **env = build_env(job, job->rank_env, rank_var, incarnation_var,
 	                       r->listen_fd >= 0 ? fd_var : NULL);
@@ -345,8 +350,9 @@ int spawn_rank(struct job *job, struct rank_proc *r)
 	    .path = job->program_path,
 	    .argv = job->opts->program_argv,
 	    .envp = env,
-	    .stdin_fd =
-	        (r->rank == 0 && job->rank0_stdin >= 0) ? job->rank0_stdin : job->devnull_fd,
+	    .stdin_fd = (r->rank == 0 && r->replica == 0 && job->rank0_stdin >= 0)
+	                    ? job->rank0_stdin
+	                    : job->devnull_fd,
 	    .stdout_fd = out[1],
 	    .stderr_fd = err[1],
 	    .keep_fd = r->listen_fd,
@@ -369,15 +375,27 @@ int spawn_rank(struct job *job, struct rank_proc *r)
 	char prefix[32] = "";
 	if (job->opts->tag_output)
 		snprintf(prefix, sizeof prefix, "[%d] ", r->rank);
-	r->out = output_source_open(out[0], OUT_STDOUT, prefix);
-	r->err = output_source_open(err[0], OUT_STDERR, prefix);
-	if (r->out == NULL || r->err == NULL) {
+	if (job->opts->transport == CMRUN_TRANSPORT_REPL) {
+		/* Its own copy of the listening socket: once it dies, the port
+		 * refuses, which is how the others learn it is gone. */
+		close(r->listen_fd);
+		r->listen_fd = -1;
+		repl_spawned(job, r, out[0], err[0], prefix);
+	} else {
+		r->out = output_source_open(out[0], OUT_STDOUT, prefix);
+		r->err = output_source_open(err[0], OUT_STDERR, prefix);
+	}
+	if ((r->out == NULL || r->err == NULL) && r->held_out < 0) {
 		/* The rank runs; only its output is lost. Say so. */
 		output_message("error: rank %d: out of memory, its output is not forwarded",
 		               r->rank);
 	}
-	output_verbose("rank %d started (pid %d, incarnation %u, host %s)", r->rank, (int)pid,
-	               r->incarnation, r->host);
+	if (job->opts->transport == CMRUN_TRANSPORT_REPL)
+		output_verbose("rank %d replica %d started (pid %d, host %s)", r->rank, r->replica,
+		               (int)pid, r->host);
+	else
+		output_verbose("rank %d started (pid %d, incarnation %u, host %s)", r->rank,
+		               (int)pid, r->incarnation, r->host);
 	return 0;
 }
 

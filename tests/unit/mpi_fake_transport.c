@@ -241,6 +241,11 @@ void cm_transport_cm(struct cm_transport *t)
 	construct(t, "cm");
 }
 
+void cm_transport_repl(struct cm_transport *t)
+{
+	construct(t, "repl");
+}
+
 int cm_job_from_env(struct cm_job *job, char *transport_name, size_t namelen)
 {
 	if (fake.env_fails) {

@@ -1,0 +1,842 @@
+/* The replication transport (P2P-MPI protocol, docs/replication.md).
+ *
+ * Every rank runs as R replica processes, each with its own listening
+ * socket (CHANMEM_REPL_PEERS lists them, index rank * R + replica). All
+ * replicas of a rank execute the same deterministic program. The lowest
+ * live replica is the master: only its sends go on the wire, to every live
+ * replica of the destination (ascending replica index), and once the kernel
+ * has taken the message for each of them it sends a commit (SYNC_ACK with
+ * src = dst = its rank) to its own live replicas. A non-master keeps a copy
+ * (backup) of every send until its commit arrives.
+ *
+ * Message id: (source, destination, sequence number of the pair), computed
+ * identically by every replica; the pair's sequence goes in the header's
+ * clock. A receiver accepts exactly sequence next[src], holds later ones
+ * (a new master's re-send can overtake the dead master's last bytes) and
+ * drops earlier ones (already delivered).
+ *
+ * Connections carry frames one way: a process writes only on connections
+ * it opened and only reads those it accepted (no HELLO_ACK; SYNC_ACKs go
+ * back on a connection of their own). So a write to a dead peer can never
+ * fail a connection whose unread input a dead sender left behind.
+ *
+ * Liveness: a replica is dead once a connection to or from it ends or
+ * fails, or a connect to it is refused (cmrun closes its copy of every
+ * replica's listening socket, so a dead replica's port refuses). Replicas
+ * of a rank connect to each other at init, so each sees its siblings die;
+ * before acting on a death we read everything the dead one sent. When the
+ * master dies the next live replica becomes master and re-sends its backups
+ * (and its MPI_Wtime values) in order; receivers drop what they have. A
+ * replica that finalized says BYE first: it needs nothing more. */
+#include <config.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "net.h"
+#include "transport_repl.h"
+
+#define FLUSH_TIMEOUT_MS 60000
+#define DRAIN_TIMEOUT_MS 10000
+#define MAX_EVENTS 64
+
+static const struct cm_conn_ops repl_ops;
+
+static int watch(struct repl *s, struct cm_conn *c, unsigned events)
+{
+	if (c->watching == events)
+		return 0;
+	struct epoll_event ev = {.events = events, .data.ptr = c};
+	if (epoll_ctl(s->epfd, c->watching ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev) < 0)
+		return cm_conn_fail(c, "epoll_ctl: %s", strerror(errno));
+	c->watching = events;
+	return 0;
+}
+
+static int add_conn(struct repl *s, struct cm_conn *c)
+{
+	if (s->nconns == s->conns_cap) {
+		size_t cap = s->conns_cap ? s->conns_cap * 2 : 16;
+		struct cm_conn **v = realloc(s->conns, cap * sizeof *v);
+		if (v == NULL)
+			return -1;
+		s->conns = v;
+		s->conns_cap = cap;
+	}
+	if (watch(s, c, EPOLLIN) < 0)
+		return -1;
+	s->conns[s->nconns++] = c;
+	return 0;
+}
+
+static int is_master(const struct repl *s)
+{
+	return repl_master_of(s, s->rank) == s->replica;
+}
+
+int repl_master_of(const struct repl *s, int rank)
+{
+	for (int k = 0; k < s->nrep; k++)
+		if (!s->dead[rank * s->nrep + k])
+			return k;
+	return -1;
+}
+
+/* ---- connections ---- */
+
+static enum cm_err on_hello(struct cm_conn *c, const struct cm_header *h,
+                            const struct cm_hello *hello, char *text, size_t textlen)
+{
+	struct repl *s = c->owner;
+	if (!cm_secret_equal(hello->secret, s->secret)) {
+		snprintf(text, textlen, "wrong job secret");
+		return CM_E_AUTH;
+	}
+	if (hello->kind != CM_PEER_DIRECT || hello->world_size != (uint32_t)s->size) {
+		snprintf(text, textlen, "peer kind %u / world size %u on a %d-rank replicated job",
+		         hello->kind, hello->world_size, s->size);
+		return CM_E_SIZE;
+	}
+	/* The HELLO's incarnation field carries the replica index (no
+	 * restarts in this mode). */
+	if (h->dst != s->rank || hello->incarnation >= (uint32_t)s->nrep ||
+	    (h->src == s->rank && hello->incarnation == (uint32_t)s->replica)) {
+		snprintf(text, textlen,
+		         "HELLO from rank %d replica %u to rank %d reached rank %d "
+		         "replica %d",
+		         h->src, hello->incarnation, h->dst, s->rank, s->replica);
+		return CM_E_RANK;
+	}
+	c->peer = h->src * s->nrep + (int)hello->incarnation;
+	snprintf(c->name, sizeof c->name, "connection from rank %d replica %u", h->src,
+	         hello->incarnation);
+	/* No HELLO_ACK: an accepted connection is only ever read (see
+	 * repl_sync_ack), so a write error can never make us drop input a
+	 * dead sender left in it; its opener only ever writes. */
+	return CM_OK;
+}
+
+/* The connection to process p (rank * nrep + replica), opened at first
+ * use. NULL: p is dead (its port refuses) or out of memory. */
+static struct cm_conn *link_to(struct repl *s, int p)
+{
+	if (s->out[p])
+		return s->out[p];
+	if (s->dead[p])
+		return NULL;
+	/* One attempt: every listening socket exists before any replica
+	 * starts, so a refusal means the process is gone. */
+	int fd = cm_tcp_connect(&s->addrs[p], 0);
+	if (fd < 0) {
+		s->dead[p] = 1; /* cmrun closed its listening socket copy: it is gone */
+		s->changed = 1;
+		return NULL;
+	}
+	char name[64];
+	snprintf(name, sizeof name, "connection to rank %d replica %d", p / s->nrep, p % s->nrep);
+	struct cm_conn *c =
+	    cm_conn_new(fd, CM_CONN_AWAIT_ACK, s->rank, name, &repl_ops, s, &s->lim);
+	if (c == NULL) {
+		close(fd);
+		return NULL;
+	}
+	c->peer = p;
+	if (add_conn(s, c) < 0) {
+		cm_conn_free(c);
+		return NULL;
+	}
+	s->out[p] = c;
+	if (cm_conn_send_hello(c, s->rank, p / s->nrep, (unsigned)s->replica, (unsigned)s->size,
+	                       CM_PEER_DIRECT, s->secret) < 0)
+		return NULL;
+	return c;
+}
+
+/* ---- sending ---- */
+
+static void record_free(struct rrec *r)
+{
+	free(r->data);
+	free(r);
+}
+
+/* Every write of an in-flight record is done (or its connection died):
+ * commit it to our live replicas. */
+static void maybe_commit(struct repl *s, struct rrec *r)
+{
+	if (r->pending > 0)
+		return;
+	for (int k = 0; k < s->nrep; k++) {
+		int p = s->rank * s->nrep + k;
+		if (k == s->replica || s->dead[p])
+			continue;
+		struct cm_conn *c = link_to(s, p);
+		if (c)
+			cm_conn_send_ctl(c, CM_T_SYNC_ACK, 0, s->rank, s->rank, 0, 0,
+			                 repl_key(r->dst, r->seq), NULL, 0);
+	}
+	/* unlink from the in-flight list */
+	struct rrec **pp = &s->inflight;
+	while (*pp && *pp != r)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = r->next;
+	record_free(r);
+}
+
+static int any_finished(const struct repl *s, int rank)
+{
+	for (int k = 0; k < s->nrep; k++)
+		if (s->finished[rank * s->nrep + k])
+			return 1;
+	return 0;
+}
+
+/* Master: puts record r on the wire to every live replica of its
+ * destination, ascending. */
+static int wire_send(struct repl *s, struct rrec *r)
+{
+	r->next = s->inflight;
+	s->inflight = r;
+	r->pending = 1; /* held until every write is queued */
+	int sent = 0;
+	for (int k = 0; k < s->nrep; k++) {
+		int p = r->dst * s->nrep + k;
+		if (s->finished[p])
+			continue;
+		struct cm_conn *c = link_to(s, p);
+		if (c == NULL || !cm_conn_alive(c))
+			continue;
+		struct cm_header h = {.type = CM_T_MSG,
+		                      .flags = r->sync ? CM_F_SYNC : 0,
+		                      .src = s->rank,
+		                      .dst = r->dst,
+		                      .tag = r->tag,
+		                      .ctx = r->ctx,
+		                      .clock = r->seq};
+		r->tok[k] = (struct cm_req){.t_priv = r, .t_off = CM_SEND_WAIT_WRITE};
+		r->tok_conn[k] = c;
+		r->pending++;
+		if (cm_conn_send(c, &h, r->data, r->len, &r->tok[k], 0) < 0) {
+			/* failed: the reaper settles its token */
+			continue;
+		}
+		sent++;
+	}
+	if (repl_master_of(s, r->dst) < 0 && !any_finished(s, r->dst)) {
+		cm_err("rank %d: cannot send to rank %d: every replica of it is dead", s->rank,
+		       r->dst);
+		s->fatal = 1;
+	}
+	r->pending--;
+	maybe_commit(s, r);
+	return s->fatal ? -1 : 0;
+}
+
+static void on_sent(struct cm_conn *c, struct cm_req *tok)
+{
+	struct repl *s = c->owner;
+	struct rrec *r = tok->t_priv;
+	int k = (int)(tok - r->tok);
+	if (r->tok_conn[k] == NULL)
+		return;
+	r->tok_conn[k] = NULL;
+	r->pending--;
+	maybe_commit(s, r);
+}
+
+/* Connection c is going: its unwritten tokens will never be written. */
+static void settle_conn(struct repl *s, struct cm_conn *c)
+{
+	struct rrec *r = s->inflight;
+	while (r) {
+		struct rrec *next = r->next;
+		for (int k = 0; k < s->nrep; k++) {
+			if (r->tok_conn[k] == c) {
+				r->tok_conn[k] = NULL;
+				r->pending--;
+			}
+		}
+		maybe_commit(s, r); /* may free r */
+		r = next;
+	}
+}
+
+static int add_event(struct repl *s, uint32_t kind, const void *value, size_t len)
+{
+	if (s->nevents == s->events_cap) {
+		size_t cap = s->events_cap ? s->events_cap * 2 : 64;
+		struct repl_event *v = realloc(s->events, cap * sizeof *v);
+		if (v == NULL)
+			return -1;
+		s->events = v;
+		s->events_cap = cap;
+	}
+	struct repl_event *e = &s->events[s->nevents++];
+	memset(e, 0, sizeof *e);
+	e->kind = kind;
+	e->len = (uint32_t)(len < CM_EVENT_PAYLOAD_MAX ? len : CM_EVENT_PAYLOAD_MAX);
+	memcpy(e->value, value, e->len);
+	return 0;
+}
+
+/* Master: event i to every live replica of ours, ascending (so the next
+ * master, the lowest survivor, has every event any other one has). */
+static void send_event(struct repl *s, size_t i)
+{
+	const struct repl_event *e = &s->events[i];
+	for (int k = 0; k < s->nrep; k++) {
+		int p = s->rank * s->nrep + k;
+		if (k == s->replica || s->dead[p] || s->finished[p])
+			continue;
+		struct cm_conn *c = link_to(s, p);
+		if (c)
+			cm_conn_send_ctl(c, CM_T_EVENT, 0, s->rank, s->rank, (int)e->kind, 0, i,
+			                 e->value, e->len);
+	}
+}
+
+/* We have just become master: re-send our backups, oldest first. */
+static int promote(struct repl *s)
+{
+	for (size_t i = 0; i < s->nevents; i++)
+		send_event(s, i);
+	struct rrec *r = s->backups;
+	s->backups = s->backups_tail = NULL;
+	int rc = 0;
+	while (r) {
+		struct rrec *next = r->next;
+		if (rc == 0 && wire_send(s, r) < 0)
+			rc = -1;
+		else if (rc < 0)
+			record_free(r);
+		r = next;
+	}
+	return rc;
+}
+
+static void check_master(struct repl *s)
+{
+	if (!s->changed)
+		return;
+	s->changed = 0;
+	if (!s->was_master && is_master(s)) {
+		s->was_master = 1;
+		if (promote(s) < 0)
+			s->fatal = 1;
+	}
+}
+
+static void on_commit(struct repl *s, uint64_t key)
+{
+	int dst = (int)(key >> REPL_SEQ_BITS);
+	uint64_t seq = key & REPL_SEQ_MASK;
+	if (dst < 0 || dst >= s->size)
+		return;
+	if (seq + 1 > s->committed[dst])
+		s->committed[dst] = seq + 1;
+	struct rrec **pp = &s->backups, *prev = NULL;
+	while (*pp) {
+		struct rrec *r = *pp;
+		if (r->dst == dst && r->seq <= seq) {
+			*pp = r->next;
+			record_free(r);
+			continue;
+		}
+		prev = r;
+		pp = &r->next;
+	}
+	s->backups_tail = prev;
+}
+
+/* ---- frames ---- */
+
+static int on_header(struct cm_conn *c, const struct cm_header *h, struct cm_sink *sink)
+{
+	struct repl *s = c->owner;
+	int peer_rank = c->peer / s->nrep;
+	if (h->type == CM_T_SYNC_ACK)
+		return 0;
+	if (h->type == CM_T_BYE) {
+		s->finished[c->peer] = 1;
+		return 0;
+	}
+	if (h->type == CM_T_EVENT && peer_rank == s->rank && h->src == s->rank) {
+		*sink = (struct cm_sink){.buf = s->event_in, .cap = sizeof s->event_in};
+		return 0;
+	}
+	if (h->type != CM_T_MSG || h->src != peer_rank || h->dst != s->rank || peer_rank == s->rank)
+		return cm_conn_refuse(c, CM_E_STATE, "%s %d->%d on the connection with rank %d",
+		                      cm_type_str(h->type), h->src, h->dst, peer_rank);
+	struct rmsg *u = calloc(1, sizeof *u);
+	if (u == NULL || (h->len > 0 && (u->data = malloc(h->len)) == NULL)) {
+		free(u);
+		return cm_conn_fail(c, "out of memory for a %u-byte message", h->len);
+	}
+	*sink = (struct cm_sink){.buf = u->data, .cap = h->len, .kind = 1, .cookie = u};
+	return 0;
+}
+
+static int on_frame(struct cm_conn *c, const struct cm_header *h, const struct cm_sink *sink)
+{
+	struct repl *s = c->owner;
+	if (h->type == CM_T_BYE)
+		return 0;
+	if (h->type == CM_T_EVENT) {
+		/* From our master; a new master re-sends its whole log. */
+		if (h->clock == s->nevents &&
+		    add_event(s, (uint32_t)h->tag, s->event_in, h->len) < 0)
+			return cm_conn_fail(c, "out of memory for events");
+		return 0;
+	}
+	if (h->type == CM_T_SYNC_ACK) {
+		if (h->src == s->rank && h->dst == s->rank && c->peer / s->nrep == s->rank) {
+			on_commit(s, h->clock);
+			return 0;
+		}
+		struct cm_req *req = cm_reqmap_take(&s->syncs, repl_key(h->src, h->clock));
+		if (req) /* later replicas' acks for the same message find nothing */
+			cm_send_settle(req, CM_SEND_WAIT_ACK);
+		return 0;
+	}
+	struct rmsg *u = sink->cookie;
+	u->src = h->src;
+	u->tag = h->tag;
+	u->ctx = h->ctx;
+	u->seq = h->clock;
+	u->sync = (h->flags & CM_F_SYNC) != 0;
+	u->len = h->len;
+	u->from = c->peer;
+	repl_accept(s, u);
+	return 0;
+}
+
+static const struct cm_conn_ops repl_ops = {
+    .on_hello = on_hello,
+    .on_header = on_header,
+    .on_frame = on_frame,
+    .on_sent = on_sent,
+};
+
+/* A SYNC_ACK for a matched message goes to the process it came from, on
+ * the connection we opened to it: every connection carries frames one way
+ * only (see on_hello). */
+void repl_sync_ack(struct repl *s, const struct rmsg *u)
+{
+	struct cm_conn *c = link_to(s, u->from);
+	if (c && cm_conn_alive(c))
+		cm_conn_send_ctl(c, CM_T_SYNC_ACK, 0, s->rank, u->src, u->tag, u->ctx, u->seq, NULL,
+		                 0);
+}
+
+static void accept_all(struct repl *s)
+{
+	for (;;) {
+		int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR)
+				continue;
+			return;
+		}
+		struct cm_conn *c = cm_conn_new(fd, CM_CONN_AWAIT_HELLO, s->rank,
+		                                "incoming connection", &repl_ops, s, &s->lim);
+		if (c == NULL) {
+			close(fd);
+			continue;
+		}
+		c->peer = -1;
+		if (add_conn(s, c) < 0) {
+			cm_conn_free(c);
+			continue;
+		}
+		cm_conn_read(c);
+	}
+}
+
+/* Process p's connection ended: read everything p wrote on its other
+ * connections first. Its commits travel on the connection it opened to
+ * us; acting on its death before them would re-send committed messages. */
+static void drain_peer(struct repl *s, int p)
+{
+	accept_all(s);
+	for (size_t i = 0; i < s->nconns; i++) {
+		struct cm_conn *c = s->conns[i];
+		if (cm_conn_alive(c) && (c->peer == p || c->peer < 0))
+			cm_conn_read(c);
+	}
+}
+
+/* Frees connections that ended; their far end is dead (or finished). */
+static void reap(struct repl *s)
+{
+	for (size_t i = 0; i < s->nconns; i++) {
+		struct cm_conn *c = s->conns[i];
+		if (!cm_conn_alive(c) && c->peer >= 0 && !s->dead[c->peer])
+			drain_peer(s, c->peer);
+	}
+	size_t keep = 0;
+	for (size_t i = 0; i < s->nconns; i++) {
+		struct cm_conn *c = s->conns[i];
+		if (cm_conn_alive(c)) {
+			s->conns[keep++] = c;
+			continue;
+		}
+		int p = c->peer;
+		if (p >= 0) {
+			if (!s->dead[p] && !s->draining)
+				s->changed = 1;
+			s->dead[p] = 1;
+			if (s->out[p] == c)
+				s->out[p] = NULL;
+		}
+		settle_conn(s, c);
+		cm_conn_free(c);
+	}
+	s->nconns = keep;
+	if (!s->draining)
+		check_master(s);
+}
+
+static int repl_progress(struct cm_transport *t, int timeout_ms)
+{
+	struct repl *s = t->state;
+	if (s->fatal)
+		return -1;
+	for (size_t i = 0; i < s->nconns; i++) {
+		struct cm_conn *c = s->conns[i];
+		if (cm_conn_alive(c))
+			watch(s, c, EPOLLIN | (cm_conn_pending_output(c) ? EPOLLOUT : 0));
+	}
+	struct epoll_event ev[MAX_EVENTS];
+	int n = epoll_wait(s->epfd, ev, MAX_EVENTS, timeout_ms);
+	if (n < 0) {
+		if (errno == EINTR)
+			return 0;
+		cm_err("rank %d: epoll_wait: %s", s->rank, strerror(errno));
+		return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		struct cm_conn *c = ev[i].data.ptr;
+		unsigned e = ev[i].events;
+		if (c == NULL) {
+			accept_all(s);
+			continue;
+		}
+		if ((e & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && cm_conn_pending_output(c) &&
+		    cm_conn_alive(c)) {
+			c->wblocked = 0;
+			cm_conn_flush(c);
+		}
+		if ((e & (EPOLLIN | EPOLLERR | EPOLLHUP)) && cm_conn_alive(c))
+			cm_conn_read(c);
+	}
+	reap(s);
+	return s->fatal ? -1 : 0;
+}
+
+/* ---- requests ---- */
+
+static int repl_isend(struct cm_transport *t, struct cm_req *req)
+{
+	struct repl *s = t->state;
+	req->done = 0;
+	req->error = 0;
+	if (req->peer < 0 || req->peer >= s->size || req->tag < 0 ||
+	    req->slen > CM_DEFAULT_MAX_PAYLOAD || (req->slen && !req->sbuf)) {
+		cm_err("rank %d: send to rank %d tag %d length %zu: bad destination, tag or length",
+		       s->rank, req->peer, req->tag, req->slen);
+		return -1;
+	}
+	if (s->fatal)
+		return -1;
+	if (req->peer == s->rank)
+		return repl_self_send(s, req);
+	uint64_t seq = s->sendseq[req->peer]++;
+	req->id = seq;
+	if (seq < s->committed[req->peer]) {
+		req->done = 1; /* our (earlier) master sent it already */
+		return 0;
+	}
+	struct rrec *r = calloc(
+	    1, sizeof *r + (size_t)s->nrep * (sizeof(struct cm_req) + sizeof(struct cm_conn *)));
+	if (r == NULL || (req->slen && (r->data = malloc(req->slen)) == NULL)) {
+		free(r);
+		cm_err("rank %d: out of memory for a %zu-byte message", s->rank, req->slen);
+		return -1;
+	}
+	r->tok = (struct cm_req *)(r + 1);
+	r->tok_conn = (struct cm_conn **)(r->tok + s->nrep);
+	r->dst = req->peer;
+	r->tag = req->tag;
+	r->ctx = req->ctx;
+	r->seq = seq;
+	r->sync = req->sync;
+	r->len = req->slen;
+	if (req->slen)
+		memcpy(r->data, req->sbuf, req->slen);
+	if (!is_master(s)) {
+		/* A backup until the master's commit; the send itself is done. */
+		if (s->backups_tail)
+			s->backups_tail->next = r;
+		else
+			s->backups = r;
+		s->backups_tail = r;
+		req->done = 1;
+		return 0;
+	}
+	if (req->sync) {
+		req->t_off = CM_SEND_WAIT_ACK;
+		req->id = repl_key(req->peer, seq);
+		if (cm_reqmap_put(&s->syncs, req) < 0)
+			return -1;
+	} else {
+		req->done = 1;
+	}
+	return wire_send(s, r);
+}
+
+static int repl_irecv(struct cm_transport *t, struct cm_req *req)
+{
+	struct repl *s = t->state;
+	req->done = 0;
+	req->error = 0;
+	if ((req->peer < 0 && req->peer != CM_ANY_SOURCE) || req->peer >= s->size ||
+	    (req->tag < 0 && req->tag != CM_ANY_TAG) || (req->rcap && !req->rbuf)) {
+		cm_err("rank %d: receive from %d tag %d: bad source, tag or buffer", s->rank,
+		       req->peer, req->tag);
+		return -1;
+	}
+	req->id = s->reqid++;
+	return repl_post_recv(s, req);
+}
+
+static int repl_probe(struct cm_transport *t, int src, int tag, uint32_t ctx, int blocking,
+                      struct cm_probe_result *out)
+{
+	struct repl *s = t->state;
+	if ((src < 0 && src != CM_ANY_SOURCE) || src >= s->size || (tag < 0 && tag != CM_ANY_TAG)) {
+		cm_err("rank %d: probe for source %d tag %d: bad source or tag", s->rank, src, tag);
+		return -1;
+	}
+	memset(out, 0, sizeof *out);
+	out->source = out->tag = -1;
+	if (repl_find_unexpected(s, src, tag, ctx, out))
+		return 0;
+	if (!blocking) {
+		if (repl_progress(t, 0) < 0)
+			return -1;
+		repl_find_unexpected(s, src, tag, ctx, out);
+		return 0;
+	}
+	while (!repl_find_unexpected(s, src, tag, ctx, out))
+		if (repl_progress(t, -1) < 0)
+			return -1;
+	return 0;
+}
+
+/* A nondeterministic value (MPI_Wtime): the master's own, sent to its
+ * replicas; a non-master waits for the master's and uses it. */
+static int repl_event(struct cm_transport *t, uint32_t kind, void *value, size_t len, int *replayed)
+{
+	struct repl *s = t->state;
+	*replayed = 0;
+	if (len < 1 || len > CM_EVENT_PAYLOAD_MAX)
+		return -1;
+	while (s->events_used == s->nevents && !is_master(s))
+		if (repl_progress(t, -1) < 0)
+			return -1;
+	if (s->events_used < s->nevents) {
+		const struct repl_event *e = &s->events[s->events_used++];
+		if (e->kind != kind || e->len != len) {
+			cm_err("rank %d replica %d: event %zu is of kind %u, the program asks for "
+			       "kind %u: the replicas diverged",
+			       s->rank, s->replica, s->events_used - 1, e->kind, kind);
+			return -1;
+		}
+		memcpy(value, e->value, len);
+		*replayed = 1;
+		return 0;
+	}
+	if (add_event(s, kind, value, len) < 0) {
+		cm_err("rank %d: out of memory for events", s->rank);
+		return -1;
+	}
+	s->events_used++;
+	send_event(s, s->nevents - 1);
+	return 0;
+}
+
+/* ---- life cycle ---- */
+
+static void repl_free(struct repl *s)
+{
+	for (size_t i = 0; i < s->nconns; i++)
+		cm_conn_free(s->conns[i]);
+	if (s->listen_fd >= 0)
+		close(s->listen_fd);
+	repl_free_queues(s);
+	for (struct rrec *r = s->backups, *n; r; r = n) {
+		n = r->next;
+		record_free(r);
+	}
+	for (struct rrec *r = s->inflight, *n; r; r = n) {
+		n = r->next;
+		record_free(r);
+	}
+	cm_reqmap_free(&s->syncs);
+	free(s->conns);
+	if (s->epfd >= 0)
+		close(s->epfd);
+	free(s->out);
+	free(s->dead);
+	free(s->finished);
+	free(s->addrs);
+	free(s->sendseq);
+	free(s->committed);
+	free(s->nextseq);
+	free(s->events);
+	free(s);
+}
+
+static int repl_setup(struct repl *s, const struct cm_job *job)
+{
+	s->rank = job->rank;
+	s->size = job->size;
+	s->nrep = job->replicas;
+	s->replica = job->replica;
+	s->listen_fd = -1;
+	memcpy(s->secret, job->secret, sizeof s->secret);
+	s->lim = (struct cm_limits){.world_size = (uint32_t)job->size,
+	                            .max_payload = CM_DEFAULT_MAX_PAYLOAD};
+	size_t nproc = (size_t)job->size * (size_t)s->nrep;
+	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	s->out = calloc(nproc, sizeof *s->out);
+	s->dead = calloc(nproc, 1);
+	s->finished = calloc(nproc, 1);
+	s->addrs = calloc(nproc, sizeof *s->addrs);
+	s->sendseq = calloc((size_t)job->size, sizeof *s->sendseq);
+	s->committed = calloc((size_t)job->size, sizeof *s->committed);
+	s->nextseq = calloc((size_t)job->size, sizeof *s->nextseq);
+	if (s->epfd < 0 || !s->out || !s->dead || !s->finished || !s->addrs || !s->sendseq ||
+	    !s->committed || !s->nextseq) {
+		cm_err("rank %d: cannot set up the replication transport: %s", job->rank,
+		       strerror(errno));
+		return -1;
+	}
+	if (s->nrep < 1 || s->replica < 0 || s->replica >= s->nrep || job->repl_peers == NULL ||
+	    job->listen_fd < 0) {
+		cm_err("rank %d: the repl transport needs %s, %s and a listening socket", job->rank,
+		       "CHANMEM_REPLICA(S)", "CHANMEM_REPL_PEERS");
+		return -1;
+	}
+	for (size_t i = 0; i < nproc; i++) {
+		if (cm_parse_hostport(job->repl_peers[i], -1, &s->addrs[i]) < 0) {
+			cm_err("rank %d: bad replica address '%s'", job->rank, job->repl_peers[i]);
+			return -1;
+		}
+	}
+	if (cm_set_nonblock(job->listen_fd, 1) < 0 || cm_set_cloexec(job->listen_fd, 1) < 0)
+		return -1;
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, job->listen_fd, &ev) < 0)
+		return -1;
+	s->listen_fd = job->listen_fd;
+	/* Connect to our siblings now: their connections ending is how we
+	 * learn that they died. */
+	for (int k = 0; k < s->nrep; k++)
+		if (k != s->replica)
+			link_to(s, s->rank * s->nrep + k);
+	s->changed = 1;
+	check_master(s);
+	return 0;
+}
+
+static int repl_init(struct cm_transport *t, const struct cm_job *job)
+{
+	struct repl *s = calloc(1, sizeof *s);
+	if (s == NULL) {
+		cm_err("rank %d: out of memory", job->rank);
+		return -1;
+	}
+	s->epfd = -1;
+	if (repl_setup(s, job) < 0) {
+		s->listen_fd = -1;
+		repl_free(s);
+		return -1;
+	}
+	t->state = s;
+	return 0;
+}
+
+static int busy(struct repl *s)
+{
+	if (s->inflight)
+		return 1;
+	for (size_t i = 0; i < s->nconns; i++)
+		if (cm_conn_pending_output(s->conns[i]) && cm_conn_alive(s->conns[i]))
+			return 1;
+	return 0;
+}
+
+static int repl_finalize(struct cm_transport *t)
+{
+	struct repl *s = t->state;
+	if (s == NULL)
+		return 0;
+	int rc = 0;
+	long long deadline = cm_now_ms() + FLUSH_TIMEOUT_MS;
+	/* BYE on every connection we opened: we finished, nothing of ours
+	 * is missing (a sibling must not take over and re-send). */
+	for (size_t i = 0; i < s->nconns; i++) {
+		struct cm_conn *c = s->conns[i];
+		if (cm_conn_alive(c) && c->peer >= 0 && s->out[c->peer] == c)
+			cm_conn_send_ctl(c, CM_T_BYE, 0, s->rank, c->peer / s->nrep, 0, 0, 0, NULL,
+			                 0);
+	}
+	while (!s->fatal && busy(s)) {
+		long long left = deadline - cm_now_ms();
+		if (left <= 0) {
+			cm_err("rank %d: finalize: messages still unsent after %d s", s->rank,
+			       FLUSH_TIMEOUT_MS / 1000);
+			rc = -1;
+			break;
+		}
+		repl_progress(t, (int)(left < 1000 ? left : 1000));
+	}
+	if (s->fatal)
+		rc = -1;
+	s->draining = 1;
+	s->fatal = 0;
+	deadline = cm_now_ms() + DRAIN_TIMEOUT_MS;
+	for (;;) {
+		for (size_t i = 0; i < s->nconns; i++)
+			cm_conn_shutdown(s->conns[i]);
+		long long left = deadline - cm_now_ms();
+		if (s->nconns == 0 || left <= 0)
+			break;
+		repl_progress(t, (int)(left < 200 ? left : 200));
+		s->fatal = 0;
+	}
+	repl_free(s);
+	t->state = NULL;
+	return rc;
+}
+
+void cm_transport_repl(struct cm_transport *t)
+{
+	memset(t, 0, sizeof *t);
+	t->name = "repl";
+	t->init = repl_init;
+	t->isend = repl_isend;
+	t->irecv = repl_irecv;
+	t->probe = repl_probe;
+	t->progress = repl_progress;
+	t->finalize = repl_finalize;
+	t->event = repl_event;
+}

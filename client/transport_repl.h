@@ -1,0 +1,105 @@
+/* Internals of the replication transport shared by transport_repl.c
+ * (connections, master election, sends, commits) and
+ * transport_repl_match.c (in-order acceptance and MPI matching). */
+#ifndef CHANMEM_TRANSPORT_REPL_H
+#define CHANMEM_TRANSPORT_REPL_H
+
+#include <netinet/in.h>
+
+#include "conn.h"
+#include "transport.h"
+
+/* A message id on the wire: destination rank and the pair's sequence. */
+#define REPL_SEQ_BITS 40
+#define REPL_SEQ_MASK ((UINT64_C(1) << REPL_SEQ_BITS) - 1)
+static inline uint64_t repl_key(int rank, uint64_t seq)
+{
+	return ((uint64_t)rank << REPL_SEQ_BITS) | (seq & REPL_SEQ_MASK);
+}
+
+/* A message this replica sends: a backup (non-master) or in flight
+ * (master: being written to the destination's replicas). */
+struct rrec {
+	struct rrec *next;
+	int dst;
+	int tag;
+	uint32_t ctx;
+	int sync;
+	uint64_t seq;
+	size_t len;
+	void *data;
+	int pending;               /* writes not yet taken by the kernel (+1 while queueing) */
+	struct cm_req *tok;        /* [nrep] one completion token per destination replica */
+	struct cm_conn **tok_conn; /* [nrep] where that token's write is queued, or NULL */
+};
+
+/* A message received, accepted in order, not yet matched (or held until
+ * the messages before it arrive). */
+struct rmsg {
+	struct rmsg *next;
+	int src;
+	int tag;
+	uint32_t ctx;
+	int sync;
+	uint64_t seq;
+	size_t len;
+	void *data;
+	int from; /* process it came from (its SYNC_ACK goes back there), -1: self */
+};
+
+struct repl {
+	int rank, size;
+	int replica, nrep;
+	char secret[33];
+	struct cm_limits lim;
+	struct sockaddr_in *addrs; /* [size * nrep] */
+	int listen_fd;
+	int epfd;
+	struct cm_conn **out; /* [size * nrep] connection we opened to each process */
+	char *dead;           /* [size * nrep] gone (died, or finished and closed) */
+	char *finished;       /* [size * nrep] said BYE: it finalized, it needs nothing more */
+	struct cm_conn **conns;
+	size_t nconns, conns_cap;
+	int changed;    /* some process died since the last master check */
+	int was_master; /* we have been master (and re-sent our backups) */
+	int fatal;
+	int draining;
+
+	uint64_t *sendseq;   /* [size] next sequence of our messages to each rank */
+	uint64_t *committed; /* [size] our master committed sequences below this */
+	uint64_t *nextseq;   /* [size] next sequence accepted from each rank */
+	struct rrec *backups, *backups_tail;
+	struct rrec *inflight;
+	struct cm_reqmap syncs;
+
+	struct cm_req *posted_head, *posted_tail;
+	struct rmsg *unexp_head, *unexp_tail;
+	struct rmsg *early; /* arrived ahead of a gap */
+	uint64_t reqid;
+
+	/* Nondeterministic outcomes (MPI_Wtime): the master decides each
+	 * and sends it to its replicas, which use its value, in order. */
+	struct repl_event *events; /* [nevents], decided or received */
+	size_t nevents, events_cap;
+	size_t events_used; /* consumed by this replica's program */
+	uint8_t event_in[CM_EVENT_PAYLOAD_MAX];
+};
+
+struct repl_event {
+	uint32_t kind;
+	uint32_t len;
+	uint8_t value[CM_EVENT_PAYLOAD_MAX];
+};
+
+int repl_master_of(const struct repl *s, int rank);
+void repl_sync_ack(struct repl *s, const struct rmsg *u);
+
+/* transport_repl_match.c */
+void repl_accept(struct repl *s, struct rmsg *u);
+int repl_self_send(struct repl *s, struct cm_req *req);
+int repl_post_recv(struct repl *s, struct cm_req *req);
+int repl_find_unexpected(struct repl *s, int src, int tag, uint32_t ctx,
+                         struct cm_probe_result *out);
+void repl_free_queues(struct repl *s);
+
+#endif
