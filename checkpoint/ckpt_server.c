@@ -11,6 +11,7 @@
 #include "log.h"
 #include "net.h"
 #include "protocol.h"
+#include "secret.h"
 #include "units.h"
 
 #include <errno.h>
@@ -81,46 +82,11 @@ static void bad_usage(const char *fmt, ...)
 	exit(EXIT_USAGE);
 }
 
-/* Same rules as cmserver: exactly 32 printable, non-blank characters. */
-static const char *secret_problem(const char *text, size_t len)
-{
-	if (len != CM_SECRET_LEN)
-		return "must be exactly 32 characters";
-	for (size_t i = 0; i < len; i++)
-		if (text[i] <= ' ' || text[i] > '~')
-			return "must be printable characters without blanks";
-	return NULL;
-}
-
 static void read_secret(const char *file, char out[CM_SECRET_LEN + 1])
 {
-	const char *env = getenv(CM_ENV_SECRET);
-	if (env && *env) {
-		const char *why = secret_problem(env, strlen(env));
-		if (why)
-			bad_usage("%s %s (it has %zu)", CM_ENV_SECRET, why, strlen(env));
-		memcpy(out, env, CM_SECRET_LEN);
-		out[CM_SECRET_LEN] = '\0';
-		return;
-	}
-	if (file == NULL)
-		bad_usage("no job secret: set %s or give --secret-file", CM_ENV_SECRET);
-	FILE *f = fopen(file, "r");
-	if (f == NULL)
-		bad_usage("--secret-file %s: %s", file, strerror(errno));
-	char line[256];
-	if (fgets(line, sizeof line, f) == NULL) {
-		fclose(f);
-		bad_usage("--secret-file %s: empty or unreadable", file);
-	}
-	fclose(f);
-	size_t len = strcspn(line, "\r\n");
-	line[len] = '\0';
-	const char *why = secret_problem(line, len);
-	if (why)
-		bad_usage("--secret-file %s: the first line %s (it has %zu)", file, why, len);
-	memcpy(out, line, CM_SECRET_LEN);
-	out[CM_SECRET_LEN] = '\0';
+	char why[512];
+	if (cm_secret_load(file, out, why, sizeof why) < 0)
+		bad_usage("%s", why);
 }
 
 struct conn_start {

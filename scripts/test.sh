@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Runs the whole chanmem test suite: installs what is missing, builds, then
 # `make check` (unit tests + integration tests with real processes on
-# loopback), and the same suite again built with AddressSanitizer+UBSan.
-# Ends with one line: "N passed, N failed".
+# loopback), the same suite again built with AddressSanitizer+UBSan, and the
+# channel-memory tests of the threaded cmserver modes built with
+# ThreadSanitizer (any report fails the run). Ends with one line:
+# "N passed, N failed".
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 total_pass=0
 total_fail=0
 
-run_suite() { # $1 = label, $2 = build dir, $3 = configure flags
+run_suite() { # $1 = label, $2 = build dir, $3 = configure flags, [$4 = tests to run]
 	local label=$1
 	BUILD_DIR=$2 CONFIGURE_FLAGS=$3 bash "$top/scripts/setup.sh" || {
 		echo "test: $label build failed"
@@ -18,7 +20,9 @@ run_suite() { # $1 = label, $2 = build dir, $3 = configure flags
 	}
 	echo "test: $label suite"
 	local status=0
-	make -C "$2" -s -j"$(nproc)" check >"$2/check.out" 2>&1 || status=$?
+	local only=()
+	[ -n "${4:-}" ] && only=("TESTS=$4")
+	make -C "$2" -s -j"$(nproc)" check "${only[@]}" >"$2/check.out" 2>&1 || status=$?
 	grep -E '^(PASS|FAIL|XFAIL|XPASS|ERROR|SKIP):' "$2/check.out" | sed "s/^/  [$label] /"
 	local pass fail
 	pass=$(grep -cE '^(PASS|XFAIL):' "$2/check.out")
@@ -41,6 +45,16 @@ run_suite() { # $1 = label, $2 = build dir, $3 = configure flags
 run_suite plain "${BUILD_DIR:-$top/build}" "--enable-werror"
 if [ "${CHANMEM_SKIP_ASAN:-0}" != 1 ]; then
 	run_suite asan "$top/build-asan" "--enable-werror --enable-sanitizers=address"
+fi
+
+if [ "${CHANMEM_SKIP_TSAN:-0}" != 1 ]; then
+	# The threaded engines (thread-per-client, multiplexer, specialized with 1
+	# and 4 threads) under ThreadSanitizer: the core's tests, the live checks,
+	# the 64-rank stress, the point-to-point suite and a replay with restarts.
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66" \
+		MODES_ONLY="thread-per-client multiplexer specialized" MODES_THREADS="1 4" \
+		run_suite tsan "$top/build-tsan" "--enable-werror --enable-sanitizers=thread" \
+		"unit/test_core unit/test_core_match unit/test_core_stream unit/test_core_ft integration/modes_live.sh integration/modes_stress.sh integration/modes_pt2pt.sh"
 fi
 
 echo "$total_pass passed, $total_fail failed"
