@@ -5,6 +5,7 @@
 #define CHANMEM_TEST_CORE_HARNESS_H
 
 #include "core.h"
+#include "live_frame.h"
 #include "protocol.h"
 
 #include <check.h>
@@ -47,16 +48,8 @@ static inline void frame_add(struct bytes *b, uint8_t type, uint16_t flags, int3
                              int32_t dst, int32_t tag, uint32_t ctx, uint64_t clock,
                              const void *payload, uint32_t len)
 {
-	struct cm_header h = {.type = type,
-	                      .flags = flags,
-	                      .src = src,
-	                      .dst = dst,
-	                      .tag = tag,
-	                      .ctx = ctx,
-	                      .len = len,
-	                      .clock = clock};
 	uint8_t hdr[CM_HEADER_SIZE];
-	cm_header_encode(&h, hdr);
+	frame_header_encode(hdr, type, flags, src, dst, tag, ctx, clock, len);
 	bytes_add(b, hdr, sizeof hdr);
 	bytes_add(b, payload, len);
 }
