@@ -173,28 +173,17 @@ int MPI_Startall(int count, MPI_Request array_of_requests[])
  * if it did (the transport no longer knows op), 0 if the receive is
  * matched, or the transport cannot withdraw it.
  *
- * This reaches into the direct transport's posted-receive queue
- * (transport_direct.h) because struct cm_transport has no cancel
- * operation yet; it belongs there as a transport entry point. */
+ * Only the direct transport can: it matches in this process, so the
+ * receive is withdrawn from its matching queue (cm_match_unpost). This
+ * still looks inside the direct transport's state because struct
+ * cm_transport has no cancel entry yet; under cm the receive lives at the
+ * channel memory and needs a CANCEL frame the CM logs (not built). */
 static int transport_cancel_recv(struct cm_req *op)
 {
 	if (strcmp(cm_mpi.transport.name, "direct") != 0)
 		return 0;
 	struct direct *s = cm_mpi.transport.state;
-	struct cm_req *prev = NULL;
-	for (struct cm_req *r = s->posted_head; r; prev = r, r = r->t_next) {
-		if (r != op)
-			continue;
-		if (prev)
-			prev->t_next = r->t_next;
-		else
-			s->posted_head = r->t_next;
-		if (s->posted_tail == r)
-			s->posted_tail = prev;
-		r->t_next = NULL;
-		return 1;
-	}
-	return 0;
+	return cm_match_unpost(&s->match, op);
 }
 
 int MPI_Cancel(MPI_Request *request)

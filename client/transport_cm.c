@@ -31,10 +31,10 @@
 #include "log.h"
 #include "net.h"
 #include "transport.h"
+#include "transport_common.h"
 
 #define CONNECT_TIMEOUT_MS 20000
 #define HELLO_TIMEOUT_MS 30000
-#define FLUSH_TIMEOUT_MS 60000
 #define BYE_TIMEOUT_MS 10000
 
 enum { SINK_DELIVER = 1, SINK_PROBE = 2 };
@@ -363,38 +363,14 @@ static int cmt_event(struct cm_transport *t, uint32_t kind, void *value, size_t 
 static int cmt_isend(struct cm_transport *t, struct cm_req *req)
 {
 	struct cmt *s = t->state;
-	req->done = 0;
-	req->error = 0;
-	if (req->peer < 0 || req->peer >= s->size) {
-		cm_err("rank %d: send to rank %d: not a rank of this %d-rank job", s->rank,
-		       req->peer, s->size);
-		return -1;
-	}
-	if (req->tag < 0 || req->slen > CM_DEFAULT_MAX_PAYLOAD || (req->slen && !req->sbuf)) {
-		cm_err("rank %d: send to rank %d: bad tag %d or length %zu", s->rank, req->peer,
-		       req->tag, req->slen);
-		return -1;
-	}
-	if (s->dead)
+	if (cm_check_send(req, s->rank, s->size) < 0 || s->dead)
 		return -1;
 	if (s->home[req->peer] != s->myhome && events_settle(t) < 0)
 		return -1;
 	req->id = s->clock++;
-	struct cm_header h = {.type = CM_T_MSG,
-	                      .flags = req->sync ? CM_F_SYNC : 0,
-	                      .src = s->rank,
-	                      .dst = req->peer,
-	                      .tag = req->tag,
-	                      .ctx = req->ctx,
-	                      .clock = req->id};
-	req->t_off = CM_SEND_WAIT_WRITE;
-	if (req->sync) {
-		req->t_off |= CM_SEND_WAIT_ACK;
-		if (cm_reqmap_put(&s->syncs, req) < 0) {
-			cm_err("rank %d: out of memory", s->rank);
-			return -1;
-		}
-	}
+	struct cm_header h;
+	if (cm_start_send(req, s->rank, &s->syncs, &h) < 0)
+		return -1;
 	if (cm_conn_send(s->cms[s->home[req->peer]], &h, req->sbuf, req->slen, req, 1) < 0) {
 		check_lost(s);
 		return -1;
@@ -405,14 +381,8 @@ static int cmt_isend(struct cm_transport *t, struct cm_req *req)
 static int cmt_irecv(struct cm_transport *t, struct cm_req *req)
 {
 	struct cmt *s = t->state;
-	req->done = 0;
-	req->error = 0;
-	if ((req->peer < 0 && req->peer != CM_ANY_SOURCE) || req->peer >= s->size ||
-	    (req->tag < 0 && req->tag != CM_ANY_TAG) || (req->rcap && !req->rbuf)) {
-		cm_err("rank %d: receive from %d tag %d: bad source, tag or buffer", s->rank,
-		       req->peer, req->tag);
+	if (cm_check_recv(req, s->rank, s->size) < 0)
 		return -1;
-	}
 	if (s->dead)
 		return -1;
 	req->id = s->reqid++;
@@ -432,11 +402,7 @@ static int cmt_probe(struct cm_transport *t, int src, int tag, uint32_t ctx, int
                      struct cm_probe_result *out)
 {
 	struct cmt *s = t->state;
-	if ((src < 0 && src != CM_ANY_SOURCE) || src >= s->size || (tag < 0 && tag != CM_ANY_TAG)) {
-		cm_err("rank %d: probe for source %d tag %d: bad source or tag", s->rank, src, tag);
-		return -1;
-	}
-	if (s->dead)
+	if (cm_check_probe(s->rank, s->size, src, tag) < 0 || s->dead)
 		return -1;
 	s->probe_id = s->reqid++;
 	s->probe_waiting = 1;
@@ -590,35 +556,18 @@ static int any_output(struct cmt *s)
 	return 0;
 }
 
-static int all_byes_acked(struct cmt *s)
+static int all_byes_acked(void *state)
 {
+	struct cmt *s = state;
 	for (int i = 0; i < s->ncms; i++)
 		if (!s->bye_acked[i])
 			return 0;
 	return 1;
 }
 
-static int wait_until(struct cm_transport *t, int (*cond)(struct cmt *), int timeout_ms,
-                      const char *what)
+static int no_output(void *state)
 {
-	struct cmt *s = t->state;
-	long long deadline = cm_now_ms() + timeout_ms;
-	while (!cond(s)) {
-		long long left = deadline - cm_now_ms();
-		if (left <= 0) {
-			cm_err("rank %d: finalize: %s after %d s", s->rank, what,
-			       timeout_ms / 1000);
-			return -1;
-		}
-		if (cmt_progress(t, (int)(left < 1000 ? left : 1000)) < 0)
-			return -1;
-	}
-	return 0;
-}
-
-static int no_output(struct cmt *s)
-{
-	return !any_output(s);
+	return !any_output(state);
 }
 
 static int cmt_finalize(struct cm_transport *t)
@@ -628,14 +577,16 @@ static int cmt_finalize(struct cm_transport *t)
 		return 0;
 	int rc = s->dead ? -1 : 0;
 	if (rc == 0)
-		rc = wait_until(t, no_output, FLUSH_TIMEOUT_MS, "messages still unsent");
+		rc = cm_wait_until(t, s->rank, no_output, CM_FLUSH_TIMEOUT_MS,
+		                   "messages still unsent");
 	if (rc == 0) {
 		s->saying_bye = 1;
 		for (int i = 0; i < s->ncms && rc == 0; i++)
 			rc = cm_conn_send_ctl(s->cms[i], CM_T_BYE, 0, s->rank, s->rank, 0, 0, 0,
 			                      NULL, 0);
 		if (rc == 0)
-			rc = wait_until(t, all_byes_acked, BYE_TIMEOUT_MS, "no BYE_ACK");
+			rc =
+			    cm_wait_until(t, s->rank, all_byes_acked, BYE_TIMEOUT_MS, "no BYE_ACK");
 	}
 	cmt_free(s);
 	t->state = NULL;
@@ -644,13 +595,12 @@ static int cmt_finalize(struct cm_transport *t)
 
 void cm_transport_cm(struct cm_transport *t)
 {
-	memset(t, 0, sizeof *t);
-	t->name = "cm";
-	t->init = cmt_init;
-	t->isend = cmt_isend;
-	t->irecv = cmt_irecv;
-	t->probe = cmt_probe;
-	t->progress = cmt_progress;
-	t->finalize = cmt_finalize;
-	t->event = cmt_event;
+	*t = (struct cm_transport){.name = "cm",
+	                           .init = cmt_init,
+	                           .isend = cmt_isend,
+	                           .irecv = cmt_irecv,
+	                           .probe = cmt_probe,
+	                           .progress = cmt_progress,
+	                           .finalize = cmt_finalize,
+	                           .event = cmt_event};
 }

@@ -32,42 +32,9 @@
 #include "transport_direct.h"
 
 #define CONNECT_TIMEOUT_MS 20000
-#define FLUSH_TIMEOUT_MS 60000
-#define DRAIN_TIMEOUT_MS 10000
-#define MAX_EVENTS 64
 
 static const struct cm_conn_ops direct_ops;
 static void direct_free(struct direct *s);
-
-/* Registers (or updates) what epoll reports for c. */
-static int watch(struct direct *s, struct cm_conn *c, unsigned events)
-{
-	if (c->watching == events)
-		return 0;
-	struct epoll_event ev = {.events = events, .data.ptr = c};
-	if (epoll_ctl(s->epfd, c->watching ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev) < 0)
-		return cm_conn_fail(c, "epoll_ctl: %s", strerror(errno));
-	c->watching = events;
-	return 0;
-}
-
-static int add_conn(struct direct *s, struct cm_conn *c)
-{
-	if (s->nconns == s->conns_cap) {
-		size_t cap = s->conns_cap ? s->conns_cap * 2 : 16;
-		struct cm_conn **v = realloc(s->conns, cap * sizeof *v);
-		if (v == NULL) {
-			cm_err("rank %d: out of memory", s->rank);
-			return -1;
-		}
-		s->conns = v;
-		s->conns_cap = cap;
-	}
-	if (watch(s, c, EPOLLIN) < 0)
-		return -1;
-	s->conns[s->nconns++] = c;
-	return 0;
-}
 
 /* ---- handshake ---- */
 
@@ -200,7 +167,7 @@ static struct cm_conn *link_to(struct direct *s, int dst)
 		return NULL;
 	}
 	c->peer = dst;
-	if (add_conn(s, c) < 0) {
+	if (cm_connset_add(&s->net, c, s->rank) < 0) {
 		cm_conn_free(c);
 		return NULL;
 	}
@@ -212,29 +179,10 @@ static struct cm_conn *link_to(struct direct *s, int dst)
 	return c;
 }
 
-static void accept_all(struct direct *s)
+static void accept_all(void *owner)
 {
-	for (;;) {
-		int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED)
-				cm_err("rank %d: accept: %s", s->rank, strerror(errno));
-			return;
-		}
-		struct cm_conn *c = cm_conn_new(fd, CM_CONN_AWAIT_HELLO, s->rank,
-		                                "incoming connection", &direct_ops, s, &s->lim);
-		if (c == NULL) {
-			close(fd);
-			continue;
-		}
-		if (add_conn(s, c) < 0) {
-			cm_conn_free(c);
-			continue;
-		}
-		cm_conn_read(c); /* its HELLO and first messages are often there already */
-	}
+	struct direct *s = owner;
+	cm_connset_accept(&s->net, s->listen_fd, s->rank, &direct_ops, s, &s->lim, 0);
 }
 
 /* Frees connections that ended. A broken stream from a rank is fatal
@@ -242,10 +190,10 @@ static void accept_all(struct direct *s)
 static void reap(struct direct *s)
 {
 	size_t keep = 0;
-	for (size_t i = 0; i < s->nconns; i++) {
-		struct cm_conn *c = s->conns[i];
+	for (size_t i = 0; i < s->net.nconns; i++) {
+		struct cm_conn *c = s->net.conns[i];
 		if (cm_conn_alive(c)) {
-			s->conns[keep++] = c;
+			s->net.conns[keep++] = c;
 			continue;
 		}
 		int peer = c->peer;
@@ -270,7 +218,7 @@ static void reap(struct direct *s)
 		}
 		cm_conn_free(c); /* closing the fd also takes it out of epoll */
 	}
-	s->nconns = keep;
+	s->net.nconns = keep;
 }
 
 static int direct_progress(struct cm_transport *t, int timeout_ms)
@@ -278,8 +226,8 @@ static int direct_progress(struct cm_transport *t, int timeout_ms)
 	struct direct *s = t->state;
 	if (s->dead)
 		return -1;
-	if (timeout_ms < 0 && s->unsettled == 0 && s->nconns == 1) {
-		struct cm_conn *c = s->conns[0];
+	if (timeout_ms < 0 && s->unsettled == 0 && s->net.nconns == 1) {
+		struct cm_conn *c = s->net.conns[0];
 		if (cm_conn_alive(c) && !cm_conn_pending_output(c)) {
 			/* Nothing else can happen: sleep in the read itself. */
 			cm_conn_read_wait(c);
@@ -287,35 +235,8 @@ static int direct_progress(struct cm_transport *t, int timeout_ms)
 			return s->dead ? -1 : 0;
 		}
 	}
-	for (size_t i = 0; i < s->nconns; i++) {
-		struct cm_conn *c = s->conns[i];
-		unsigned want = EPOLLIN | (cm_conn_pending_output(c) ? EPOLLOUT : 0);
-		if (cm_conn_alive(c))
-			watch(s, c, want);
-	}
-	struct epoll_event ev[MAX_EVENTS];
-	int n = epoll_wait(s->epfd, ev, MAX_EVENTS, timeout_ms);
-	if (n < 0) {
-		if (errno == EINTR)
-			return 0;
-		cm_err("rank %d: epoll_wait: %s", s->rank, strerror(errno));
+	if (cm_connset_poll(&s->net, s->rank, timeout_ms, accept_all, s) < 0)
 		return -1;
-	}
-	for (int i = 0; i < n; i++) {
-		struct cm_conn *c = ev[i].data.ptr;
-		unsigned e = ev[i].events;
-		if (c == NULL) {
-			accept_all(s);
-			continue;
-		}
-		if ((e & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && cm_conn_pending_output(c) &&
-		    cm_conn_alive(c)) {
-			c->wblocked = 0;
-			cm_conn_flush(c);
-		}
-		if ((e & (EPOLLIN | EPOLLERR | EPOLLHUP)) && cm_conn_alive(c))
-			cm_conn_read(c);
-	}
 	reap(s);
 	return s->dead ? -1 : 0;
 }
@@ -325,19 +246,7 @@ static int direct_progress(struct cm_transport *t, int timeout_ms)
 static int direct_isend(struct cm_transport *t, struct cm_req *req)
 {
 	struct direct *s = t->state;
-	req->done = 0;
-	req->error = 0;
-	if (req->peer < 0 || req->peer >= s->size) {
-		cm_err("rank %d: send to rank %d: not a rank of this %d-rank job", s->rank,
-		       req->peer, s->size);
-		return -1;
-	}
-	if (req->tag < 0 || req->slen > CM_DEFAULT_MAX_PAYLOAD || (req->slen && !req->sbuf)) {
-		cm_err("rank %d: send to rank %d: bad tag %d or length %zu", s->rank, req->peer,
-		       req->tag, req->slen);
-		return -1;
-	}
-	if (s->dead)
+	if (cm_check_send(req, s->rank, s->size) < 0 || s->dead)
 		return -1;
 	req->id = s->clock++;
 	if (req->peer == s->rank)
@@ -345,21 +254,9 @@ static int direct_isend(struct cm_transport *t, struct cm_req *req)
 	struct cm_conn *c = link_to(s, req->peer);
 	if (c == NULL)
 		return -1;
-	struct cm_header h = {.type = CM_T_MSG,
-	                      .flags = req->sync ? CM_F_SYNC : 0,
-	                      .src = s->rank,
-	                      .dst = req->peer,
-	                      .tag = req->tag,
-	                      .ctx = req->ctx,
-	                      .clock = req->id};
-	req->t_off = CM_SEND_WAIT_WRITE;
-	if (req->sync) {
-		req->t_off |= CM_SEND_WAIT_ACK;
-		if (cm_reqmap_put(&s->syncs, req) < 0) {
-			cm_err("rank %d: out of memory", s->rank);
-			return -1;
-		}
-	}
+	struct cm_header h;
+	if (cm_start_send(req, s->rank, &s->syncs, &h) < 0)
+		return -1;
 	if (cm_conn_send(c, &h, req->sbuf, req->slen, req, 1) < 0) {
 		s->dead = 1;
 		return -1;
@@ -370,14 +267,8 @@ static int direct_isend(struct cm_transport *t, struct cm_req *req)
 static int direct_irecv(struct cm_transport *t, struct cm_req *req)
 {
 	struct direct *s = t->state;
-	req->done = 0;
-	req->error = 0;
-	if ((req->peer < 0 && req->peer != CM_ANY_SOURCE) || req->peer >= s->size ||
-	    (req->tag < 0 && req->tag != CM_ANY_TAG) || (req->rcap && !req->rbuf)) {
-		cm_err("rank %d: receive from %d tag %d: bad source, tag or buffer", s->rank,
-		       req->peer, req->tag);
+	if (cm_check_recv(req, s->rank, s->size) < 0)
 		return -1;
-	}
 	req->id = s->reqid++;
 	return direct_post_recv(s, req);
 }
@@ -386,25 +277,7 @@ static int direct_probe(struct cm_transport *t, int src, int tag, uint32_t ctx, 
                         struct cm_probe_result *out)
 {
 	struct direct *s = t->state;
-	if ((src < 0 && src != CM_ANY_SOURCE) || src >= s->size || (tag < 0 && tag != CM_ANY_TAG)) {
-		cm_err("rank %d: probe for source %d tag %d: bad source or tag", s->rank, src, tag);
-		return -1;
-	}
-	memset(out, 0, sizeof *out);
-	out->source = out->tag = -1;
-	if (direct_find_unexpected(s, src, tag, ctx, out))
-		return 0;
-	if (!blocking) {
-		/* MPI_Iprobe makes progress: look at what the sockets hold now. */
-		if (direct_progress(t, 0) < 0)
-			return -1;
-		direct_find_unexpected(s, src, tag, ctx, out);
-		return 0;
-	}
-	while (!direct_find_unexpected(s, src, tag, ctx, out))
-		if (direct_progress(t, -1) < 0)
-			return -1;
-	return 0;
+	return cm_match_probe(t, &s->match, s->rank, s->size, src, tag, ctx, blocking, out);
 }
 
 /* ---- life cycle ---- */
@@ -416,17 +289,16 @@ static int direct_setup(struct direct *s, const struct cm_job *job)
 	s->incarnation = job->incarnation;
 	memcpy(s->secret, job->secret, sizeof s->secret);
 	s->listen_fd = -1;
-	s->epfd = -1;
 	s->lim = (struct cm_limits){.world_size = (uint32_t)job->size,
 	                            .max_payload = CM_DEFAULT_MAX_PAYLOAD};
-	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	s->net.epfd = epoll_create1(EPOLL_CLOEXEC);
 	s->link = calloc((size_t)job->size, sizeof *s->link);
 	s->from = calloc((size_t)job->size, sizeof *s->from);
 	s->gone = calloc((size_t)job->size, 1);
 	s->settled = calloc((size_t)job->size, 1);
 	s->unsettled = job->size - 1;
 	s->addrs = calloc((size_t)job->size, sizeof *s->addrs);
-	if (s->epfd < 0 || !s->link || !s->from || !s->gone || !s->settled || !s->addrs) {
+	if (s->net.epfd < 0 || !s->link || !s->from || !s->gone || !s->settled || !s->addrs) {
 		cm_err("rank %d: cannot set up the direct transport: %s", job->rank,
 		       strerror(errno));
 		return -1;
@@ -446,13 +318,7 @@ static int direct_setup(struct direct *s, const struct cm_job *job)
 			return -1;
 		}
 	}
-	if (cm_set_nonblock(job->listen_fd, 1) < 0 || cm_set_cloexec(job->listen_fd, 1) < 0) {
-		cm_err("rank %d: listening socket %d: %s", job->rank, job->listen_fd,
-		       strerror(errno));
-		return -1;
-	}
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, job->listen_fd, &ev) < 0) {
+	if (cm_connset_listen(&s->net, job->listen_fd) < 0) {
 		cm_err("rank %d: listening socket %d: %s", job->rank, job->listen_fd,
 		       strerror(errno));
 		return -1;
@@ -477,25 +343,19 @@ static int direct_init(struct cm_transport *t, const struct cm_job *job)
 	return 0;
 }
 
-static int any_output(struct direct *s)
+static int flushed(void *state)
 {
-	for (size_t i = 0; i < s->nconns; i++)
-		if (cm_conn_pending_output(s->conns[i]) && cm_conn_alive(s->conns[i]))
-			return 1;
-	return 0;
+	struct direct *s = state;
+	return s->dead || !cm_connset_output_pending(&s->net);
 }
 
 static void direct_free(struct direct *s)
 {
-	for (size_t i = 0; i < s->nconns; i++)
-		cm_conn_free(s->conns[i]);
+	cm_connset_free(&s->net);
 	if (s->listen_fd >= 0)
 		close(s->listen_fd);
 	direct_free_queues(s);
 	cm_reqmap_free(&s->syncs);
-	free(s->conns);
-	if (s->epfd >= 0)
-		close(s->epfd);
 	free(s->link);
 	free(s->from);
 	free(s->gone);
@@ -512,32 +372,7 @@ static int direct_finalize(struct cm_transport *t)
 	struct direct *s = t->state;
 	if (s == NULL)
 		return 0;
-	int rc = 0;
-	long long deadline = cm_now_ms() + FLUSH_TIMEOUT_MS;
-	while (!s->dead && any_output(s)) {
-		long long left = deadline - cm_now_ms();
-		if (left <= 0) {
-			cm_err("rank %d: finalize: messages still unsent after %d s", s->rank,
-			       FLUSH_TIMEOUT_MS / 1000);
-			rc = -1;
-			break;
-		}
-		direct_progress(t, (int)(left < 1000 ? left : 1000));
-	}
-	if (s->dead)
-		rc = -1;
-	s->draining = 1;
-	s->dead = 0;
-	deadline = cm_now_ms() + DRAIN_TIMEOUT_MS;
-	for (;;) {
-		for (size_t i = 0; i < s->nconns; i++)
-			cm_conn_shutdown(s->conns[i]);
-		long long left = deadline - cm_now_ms();
-		if (s->nconns == 0 || left <= 0)
-			break;
-		direct_progress(t, (int)(left < 200 ? left : 200));
-		s->dead = 0;
-	}
+	int rc = cm_connset_finish(t, &s->net, s->rank, flushed, &s->dead, &s->draining);
 	direct_free(s);
 	t->state = NULL;
 	return rc;
@@ -545,12 +380,11 @@ static int direct_finalize(struct cm_transport *t)
 
 void cm_transport_direct(struct cm_transport *t)
 {
-	memset(t, 0, sizeof *t);
-	t->name = "direct";
-	t->init = direct_init;
-	t->isend = direct_isend;
-	t->irecv = direct_irecv;
-	t->probe = direct_probe;
-	t->progress = direct_progress;
-	t->finalize = direct_finalize;
+	*t = (struct cm_transport){.name = "direct",
+	                           .init = direct_init,
+	                           .isend = direct_isend,
+	                           .irecv = direct_irecv,
+	                           .probe = direct_probe,
+	                           .progress = direct_progress,
+	                           .finalize = direct_finalize};
 }

@@ -8,16 +8,14 @@
 
 #include "conn.h"
 #include "transport.h"
+#include "transport_common.h"
+#include "transport_match.h"
 
 /* A message that arrived before a receive matching it was posted. */
 struct umsg {
-	struct umsg *next;
-	int src;
-	int tag;
-	uint32_t ctx;
+	struct cm_msg m; /* first: the matching queue links these */
 	int sync;
 	uint64_t clock;
-	size_t len;
 	void *data;               /* len bytes (ours), or the sender's buffer (self_sync) */
 	int complete;             /* all of the payload is in data */
 	struct cm_conn *conn;     /* where the rest of the payload is arriving */
@@ -51,14 +49,9 @@ struct direct {
 	 * on it instead of epoll_wait() + recvmsg(). */
 	char *settled;
 	int unsettled;
-	struct cm_conn **conns; /* every connection */
-	size_t nconns, conns_cap;
-	int epfd;
+	struct cm_connset net; /* every connection */
 
-	/* MPI matching: posted receives in post order, unexpected messages
-	 * in arrival order. */
-	struct cm_req *posted_head, *posted_tail;
-	struct umsg *unexp_head, *unexp_tail;
+	struct cm_matchq match;
 	struct cm_reqmap syncs; /* synchronous sends waiting for SYNC_ACK */
 
 	uint64_t clock; /* one counter over all our messages */
@@ -73,8 +66,6 @@ int direct_msg_header(struct direct *s, struct cm_conn *c, const struct cm_heade
 void direct_msg_complete(struct direct *s, const struct cm_sink *sink);
 int direct_self_send(struct direct *s, struct cm_req *req);
 int direct_post_recv(struct direct *s, struct cm_req *req);
-int direct_find_unexpected(struct direct *s, int src, int tag, uint32_t ctx,
-                           struct cm_probe_result *out);
 void direct_conn_gone(struct direct *s, struct cm_conn *c);
 void direct_free_queues(struct direct *s);
 

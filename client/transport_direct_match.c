@@ -5,7 +5,8 @@
  * that receive's buffer), else it joins the unexpected queue in arrival
  * order and a new receive takes the earliest unexpected message it
  * accepts. Per sender, headers arrive in send order (one TCP stream per
- * pair), which gives MPI's non-overtaking rule. */
+ * pair), which gives MPI's non-overtaking rule. The queues themselves are
+ * transport_match.c's. */
 #include <config.h>
 
 #include <stdlib.h>
@@ -14,46 +15,9 @@
 #include "log.h"
 #include "transport_direct.h"
 
-static int accepts(const struct cm_req *r, int src, int tag, uint32_t ctx)
+static struct umsg *as_umsg(struct cm_msg *m)
 {
-	return r->ctx == ctx && (r->peer == CM_ANY_SOURCE || r->peer == src) &&
-	       (r->tag == CM_ANY_TAG || r->tag == tag);
-}
-
-static void set_status(struct cm_req *r, int src, int tag, size_t len)
-{
-	r->st_source = src;
-	r->st_tag = tag;
-	r->st_bytes = len;
-	r->error = len > r->rcap ? CM_REQ_ERR_TRUNCATE : 0;
-}
-
-static struct cm_req *take_posted(struct direct *s, int src, int tag, uint32_t ctx)
-{
-	struct cm_req *prev = NULL;
-	for (struct cm_req *r = s->posted_head; r; prev = r, r = r->t_next) {
-		if (!accepts(r, src, tag, ctx))
-			continue;
-		if (prev)
-			prev->t_next = r->t_next;
-		else
-			s->posted_head = r->t_next;
-		if (s->posted_tail == r)
-			s->posted_tail = prev;
-		r->t_next = NULL;
-		return r;
-	}
-	return NULL;
-}
-
-static void append_unexpected(struct direct *s, struct umsg *u)
-{
-	u->next = NULL;
-	if (s->unexp_tail)
-		s->unexp_tail->next = u;
-	else
-		s->unexp_head = u;
-	s->unexp_tail = u;
+	return (struct umsg *)m;
 }
 
 /* SYNC_ACK goes back on the connection the message came on, which is the
@@ -69,9 +33,9 @@ static void sync_ack(struct direct *s, struct cm_conn *c, int src, int tag, uint
 int direct_msg_header(struct direct *s, struct cm_conn *c, const struct cm_header *h,
                       struct cm_sink *sink)
 {
-	struct cm_req *r = take_posted(s, h->src, h->tag, h->ctx);
+	struct cm_req *r = cm_match_take_posted(&s->match, h->src, h->tag, h->ctx);
 	if (r) {
-		set_status(r, h->src, h->tag, h->len);
+		cm_match_set_status(r, h->src, h->tag, h->len);
 		*sink =
 		    (struct cm_sink){.buf = r->rbuf, .cap = r->rcap, .kind = SINK_REQ, .cookie = r};
 		if (h->flags & CM_F_SYNC)
@@ -84,21 +48,19 @@ int direct_msg_header(struct direct *s, struct cm_conn *c, const struct cm_heade
 		s->dead = 1;
 		return cm_conn_fail(c, "out of memory for a %u-byte message", h->len);
 	}
-	u->src = h->src;
-	u->tag = h->tag;
-	u->ctx = h->ctx;
+	u->m = (struct cm_msg){.src = h->src, .tag = h->tag, .ctx = h->ctx, .len = h->len};
 	u->sync = (h->flags & CM_F_SYNC) != 0;
 	u->clock = h->clock;
-	u->len = h->len;
 	u->conn = c;
 	u->from = c;
-	append_unexpected(s, u);
+	cm_match_add_unexpected(&s->match, &u->m);
 	*sink = (struct cm_sink){.buf = u->data, .cap = h->len, .kind = SINK_UMSG, .cookie = u};
 	return 0;
 }
 
 void direct_msg_complete(struct direct *s, const struct cm_sink *sink)
 {
+	(void)s;
 	if (sink->kind == SINK_REQ) {
 		struct cm_req *r = sink->cookie;
 		r->done = 1;
@@ -112,11 +74,11 @@ void direct_msg_complete(struct direct *s, const struct cm_sink *sink)
 /* A new receive took unexpected message u (already unlinked). */
 static void deliver_unexpected(struct direct *s, struct umsg *u, struct cm_req *r)
 {
-	set_status(r, u->src, u->tag, u->len);
 	if (u->sync && !u->self_sync)
-		sync_ack(s, u->from, u->src, u->tag, u->ctx, u->clock);
+		sync_ack(s, u->from, u->m.src, u->m.tag, u->m.ctx, u->clock);
 	if (!u->complete) {
 		/* The rest of the payload goes straight to the user's buffer. */
+		cm_match_set_status(r, u->m.src, u->m.tag, u->m.len);
 		struct cm_sink sink = {
 		    .buf = r->rbuf, .cap = r->rcap, .kind = SINK_REQ, .cookie = r};
 		cm_conn_redirect(u->conn, &sink);
@@ -124,36 +86,26 @@ static void deliver_unexpected(struct direct *s, struct umsg *u, struct cm_req *
 		free(u);
 		return;
 	}
-	size_t n = u->len < r->rcap ? u->len : r->rcap;
-	if (n > 0)
-		memcpy(r->rbuf, u->data, n);
+	cm_match_deliver_copy(r, u->m.src, u->m.tag, u->data, u->m.len);
 	if (u->self_sync)
 		cm_send_settle(u->self_sync, CM_SEND_WAIT_ACK);
 	else
 		free(u->data);
 	free(u);
-	r->done = 1;
 }
 
 int direct_self_send(struct direct *s, struct cm_req *req)
 {
-	struct cm_req *r = take_posted(s, s->rank, req->tag, req->ctx);
+	struct cm_req *r = cm_match_take_posted(&s->match, s->rank, req->tag, req->ctx);
 	if (r) {
-		set_status(r, s->rank, req->tag, req->slen);
-		size_t n = req->slen < r->rcap ? req->slen : r->rcap;
-		if (n > 0)
-			memcpy(r->rbuf, req->sbuf, n);
-		r->done = 1;
+		cm_match_deliver_copy(r, s->rank, req->tag, req->sbuf, req->slen);
 		req->done = 1;
 		return 0;
 	}
 	struct umsg *u = calloc(1, sizeof *u);
 	if (u == NULL)
 		goto oom;
-	u->src = s->rank;
-	u->tag = req->tag;
-	u->ctx = req->ctx;
-	u->len = req->slen;
+	u->m = (struct cm_msg){.src = s->rank, .tag = req->tag, .ctx = req->ctx, .len = req->slen};
 	u->complete = 1;
 	if (req->sync) {
 		/* Synchronous: the sender waits for the match, so its buffer
@@ -171,7 +123,7 @@ int direct_self_send(struct direct *s, struct cm_req *req)
 		}
 		memcpy(u->data, req->sbuf, req->slen);
 	}
-	append_unexpected(s, u);
+	cm_match_add_unexpected(&s->match, &u->m);
 	if (!req->sync)
 		req->done = 1;
 	return 0;
@@ -182,41 +134,11 @@ oom:
 
 int direct_post_recv(struct direct *s, struct cm_req *req)
 {
-	struct umsg *prev = NULL;
-	for (struct umsg *u = s->unexp_head; u; prev = u, u = u->next) {
-		if (!accepts(req, u->src, u->tag, u->ctx))
-			continue;
-		if (prev)
-			prev->next = u->next;
-		else
-			s->unexp_head = u->next;
-		if (s->unexp_tail == u)
-			s->unexp_tail = prev;
-		deliver_unexpected(s, u, req);
-		return 0;
-	}
-	req->t_next = NULL;
-	if (s->posted_tail)
-		s->posted_tail->t_next = req;
+	struct cm_msg *m = cm_match_take_unexpected(&s->match, req);
+	if (m)
+		deliver_unexpected(s, as_umsg(m), req);
 	else
-		s->posted_head = req;
-	s->posted_tail = req;
-	return 0;
-}
-
-int direct_find_unexpected(struct direct *s, int src, int tag, uint32_t ctx,
-                           struct cm_probe_result *out)
-{
-	struct cm_req probe = {.peer = src, .tag = tag, .ctx = ctx};
-	for (struct umsg *u = s->unexp_head; u; u = u->next) {
-		if (accepts(&probe, u->src, u->tag, u->ctx)) {
-			out->found = 1;
-			out->source = u->src;
-			out->tag = u->tag;
-			out->bytes = u->len;
-			return 1;
-		}
-	}
+		cm_match_post(&s->match, req);
 	return 0;
 }
 
@@ -225,36 +147,31 @@ int direct_find_unexpected(struct direct *s, int src, int tag, uint32_t ctx,
  * way back to the senders of the others. */
 void direct_conn_gone(struct direct *s, struct cm_conn *c)
 {
-	struct umsg *prev = NULL, *u = s->unexp_head;
-	while (u) {
-		struct umsg *next = u->next;
+	struct cm_msg *prev = NULL, *m = s->match.unexp_head;
+	while (m) {
+		struct cm_msg *next = m->next;
+		struct umsg *u = as_umsg(m);
 		if (u->conn == c && !u->complete) {
-			if (prev)
-				prev->next = next;
-			else
-				s->unexp_head = next;
-			if (s->unexp_tail == u)
-				s->unexp_tail = prev;
+			cm_match_unlink(&s->match, m, prev);
 			free(u->data);
 			free(u);
 		} else {
 			if (u->from == c)
 				u->from = NULL;
-			prev = u;
+			prev = m;
 		}
-		u = next;
+		m = next;
 	}
 }
 
 void direct_free_queues(struct direct *s)
 {
-	while (s->unexp_head) {
-		struct umsg *u = s->unexp_head;
-		s->unexp_head = u->next;
+	while (s->match.unexp_head) {
+		struct umsg *u = as_umsg(s->match.unexp_head);
+		s->match.unexp_head = u->m.next;
 		if (!u->self_sync)
 			free(u->data);
 		free(u);
 	}
-	s->unexp_tail = NULL;
-	s->posted_head = s->posted_tail = NULL;
+	s->match = (struct cm_matchq){0};
 }

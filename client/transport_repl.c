@@ -42,40 +42,9 @@
 #include "net.h"
 #include "transport_repl.h"
 
-#define FLUSH_TIMEOUT_MS 60000
-#define DRAIN_TIMEOUT_MS 10000
-#define MAX_EVENTS 64
-
 static const struct cm_conn_ops repl_ops;
 
-static int watch(struct repl *s, struct cm_conn *c, unsigned events)
-{
-	if (c->watching == events)
-		return 0;
-	struct epoll_event ev = {.events = events, .data.ptr = c};
-	if (epoll_ctl(s->epfd, c->watching ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev) < 0)
-		return cm_conn_fail(c, "epoll_ctl: %s", strerror(errno));
-	c->watching = events;
-	return 0;
-}
-
-static int add_conn(struct repl *s, struct cm_conn *c)
-{
-	if (s->nconns == s->conns_cap) {
-		size_t cap = s->conns_cap ? s->conns_cap * 2 : 16;
-		struct cm_conn **v = realloc(s->conns, cap * sizeof *v);
-		if (v == NULL)
-			return -1;
-		s->conns = v;
-		s->conns_cap = cap;
-	}
-	if (watch(s, c, EPOLLIN) < 0)
-		return -1;
-	s->conns[s->nconns++] = c;
-	return 0;
-}
-
-static int is_master(const struct repl *s)
+int repl_is_master(const struct repl *s)
 {
 	return repl_master_of(s, s->rank) == s->replica;
 }
@@ -124,7 +93,7 @@ static enum cm_err on_hello(struct cm_conn *c, const struct cm_header *h,
 
 /* The connection to process p (rank * nrep + replica), opened at first
  * use. NULL: p is dead (its port refuses) or out of memory. */
-static struct cm_conn *link_to(struct repl *s, int p)
+struct cm_conn *repl_link_to(struct repl *s, int p)
 {
 	if (s->out[p])
 		return s->out[p];
@@ -147,7 +116,7 @@ static struct cm_conn *link_to(struct repl *s, int p)
 		return NULL;
 	}
 	c->peer = p;
-	if (add_conn(s, c) < 0) {
+	if (cm_connset_add(&s->net, c, s->rank) < 0) {
 		cm_conn_free(c);
 		return NULL;
 	}
@@ -156,203 +125,6 @@ static struct cm_conn *link_to(struct repl *s, int p)
 	                       CM_PEER_DIRECT, s->secret) < 0)
 		return NULL;
 	return c;
-}
-
-/* ---- sending ---- */
-
-static void record_free(struct rrec *r)
-{
-	free(r->data);
-	free(r);
-}
-
-/* Every write of an in-flight record is done (or its connection died):
- * commit it to our live replicas. */
-static void maybe_commit(struct repl *s, struct rrec *r)
-{
-	if (r->pending > 0)
-		return;
-	for (int k = 0; k < s->nrep; k++) {
-		int p = s->rank * s->nrep + k;
-		if (k == s->replica || s->dead[p])
-			continue;
-		struct cm_conn *c = link_to(s, p);
-		if (c)
-			cm_conn_send_ctl(c, CM_T_SYNC_ACK, 0, s->rank, s->rank, 0, 0,
-			                 repl_key(r->dst, r->seq), NULL, 0);
-	}
-	/* unlink from the in-flight list */
-	struct rrec **pp = &s->inflight;
-	while (*pp && *pp != r)
-		pp = &(*pp)->next;
-	if (*pp)
-		*pp = r->next;
-	record_free(r);
-}
-
-static int any_finished(const struct repl *s, int rank)
-{
-	for (int k = 0; k < s->nrep; k++)
-		if (s->finished[rank * s->nrep + k])
-			return 1;
-	return 0;
-}
-
-/* Master: puts record r on the wire to every live replica of its
- * destination, ascending. */
-static int wire_send(struct repl *s, struct rrec *r)
-{
-	r->next = s->inflight;
-	s->inflight = r;
-	r->pending = 1; /* held until every write is queued */
-	int sent = 0;
-	for (int k = 0; k < s->nrep; k++) {
-		int p = r->dst * s->nrep + k;
-		if (s->finished[p])
-			continue;
-		struct cm_conn *c = link_to(s, p);
-		if (c == NULL || !cm_conn_alive(c))
-			continue;
-		struct cm_header h = {.type = CM_T_MSG,
-		                      .flags = r->sync ? CM_F_SYNC : 0,
-		                      .src = s->rank,
-		                      .dst = r->dst,
-		                      .tag = r->tag,
-		                      .ctx = r->ctx,
-		                      .clock = r->seq};
-		r->tok[k] = (struct cm_req){.t_priv = r, .t_off = CM_SEND_WAIT_WRITE};
-		r->tok_conn[k] = c;
-		r->pending++;
-		if (cm_conn_send(c, &h, r->data, r->len, &r->tok[k], 0) < 0) {
-			/* failed: the reaper settles its token */
-			continue;
-		}
-		sent++;
-	}
-	if (repl_master_of(s, r->dst) < 0 && !any_finished(s, r->dst)) {
-		cm_err("rank %d: cannot send to rank %d: every replica of it is dead", s->rank,
-		       r->dst);
-		s->fatal = 1;
-	}
-	r->pending--;
-	maybe_commit(s, r);
-	return s->fatal ? -1 : 0;
-}
-
-static void on_sent(struct cm_conn *c, struct cm_req *tok)
-{
-	struct repl *s = c->owner;
-	struct rrec *r = tok->t_priv;
-	int k = (int)(tok - r->tok);
-	if (r->tok_conn[k] == NULL)
-		return;
-	r->tok_conn[k] = NULL;
-	r->pending--;
-	maybe_commit(s, r);
-}
-
-/* Connection c is going: its unwritten tokens will never be written. */
-static void settle_conn(struct repl *s, struct cm_conn *c)
-{
-	struct rrec *r = s->inflight;
-	while (r) {
-		struct rrec *next = r->next;
-		for (int k = 0; k < s->nrep; k++) {
-			if (r->tok_conn[k] == c) {
-				r->tok_conn[k] = NULL;
-				r->pending--;
-			}
-		}
-		maybe_commit(s, r); /* may free r */
-		r = next;
-	}
-}
-
-static int add_event(struct repl *s, uint32_t kind, const void *value, size_t len)
-{
-	if (s->nevents == s->events_cap) {
-		size_t cap = s->events_cap ? s->events_cap * 2 : 64;
-		struct repl_event *v = realloc(s->events, cap * sizeof *v);
-		if (v == NULL)
-			return -1;
-		s->events = v;
-		s->events_cap = cap;
-	}
-	struct repl_event *e = &s->events[s->nevents++];
-	memset(e, 0, sizeof *e);
-	e->kind = kind;
-	e->len = (uint32_t)(len < CM_EVENT_PAYLOAD_MAX ? len : CM_EVENT_PAYLOAD_MAX);
-	memcpy(e->value, value, e->len);
-	return 0;
-}
-
-/* Master: event i to every live replica of ours, ascending (so the next
- * master, the lowest survivor, has every event any other one has). */
-static void send_event(struct repl *s, size_t i)
-{
-	const struct repl_event *e = &s->events[i];
-	for (int k = 0; k < s->nrep; k++) {
-		int p = s->rank * s->nrep + k;
-		if (k == s->replica || s->dead[p] || s->finished[p])
-			continue;
-		struct cm_conn *c = link_to(s, p);
-		if (c)
-			cm_conn_send_ctl(c, CM_T_EVENT, 0, s->rank, s->rank, (int)e->kind, 0, i,
-			                 e->value, e->len);
-	}
-}
-
-/* We have just become master: re-send our backups, oldest first. */
-static int promote(struct repl *s)
-{
-	for (size_t i = 0; i < s->nevents; i++)
-		send_event(s, i);
-	struct rrec *r = s->backups;
-	s->backups = s->backups_tail = NULL;
-	int rc = 0;
-	while (r) {
-		struct rrec *next = r->next;
-		if (rc == 0 && wire_send(s, r) < 0)
-			rc = -1;
-		else if (rc < 0)
-			record_free(r);
-		r = next;
-	}
-	return rc;
-}
-
-static void check_master(struct repl *s)
-{
-	if (!s->changed)
-		return;
-	s->changed = 0;
-	if (!s->was_master && is_master(s)) {
-		s->was_master = 1;
-		if (promote(s) < 0)
-			s->fatal = 1;
-	}
-}
-
-static void on_commit(struct repl *s, uint64_t key)
-{
-	int dst = (int)(key >> REPL_SEQ_BITS);
-	uint64_t seq = key & REPL_SEQ_MASK;
-	if (dst < 0 || dst >= s->size)
-		return;
-	if (seq + 1 > s->committed[dst])
-		s->committed[dst] = seq + 1;
-	struct rrec **pp = &s->backups, *prev = NULL;
-	while (*pp) {
-		struct rrec *r = *pp;
-		if (r->dst == dst && r->seq <= seq) {
-			*pp = r->next;
-			record_free(r);
-			continue;
-		}
-		prev = r;
-		pp = &r->next;
-	}
-	s->backups_tail = prev;
 }
 
 /* ---- frames ---- */
@@ -391,13 +163,13 @@ static int on_frame(struct cm_conn *c, const struct cm_header *h, const struct c
 	if (h->type == CM_T_EVENT) {
 		/* From our master; a new master re-sends its whole log. */
 		if (h->clock == s->nevents &&
-		    add_event(s, (uint32_t)h->tag, s->event_in, h->len) < 0)
+		    repl_add_event(s, (uint32_t)h->tag, s->event_in, h->len) < 0)
 			return cm_conn_fail(c, "out of memory for events");
 		return 0;
 	}
 	if (h->type == CM_T_SYNC_ACK) {
 		if (h->src == s->rank && h->dst == s->rank && c->peer / s->nrep == s->rank) {
-			on_commit(s, h->clock);
+			repl_on_commit(s, h->clock);
 			return 0;
 		}
 		struct cm_req *req = cm_reqmap_take(&s->syncs, repl_key(h->src, h->clock));
@@ -406,12 +178,9 @@ static int on_frame(struct cm_conn *c, const struct cm_header *h, const struct c
 		return 0;
 	}
 	struct rmsg *u = sink->cookie;
-	u->src = h->src;
-	u->tag = h->tag;
-	u->ctx = h->ctx;
+	u->m = (struct cm_msg){.src = h->src, .tag = h->tag, .ctx = h->ctx, .len = h->len};
 	u->seq = h->clock;
 	u->sync = (h->flags & CM_F_SYNC) != 0;
-	u->len = h->len;
 	u->from = c->peer;
 	repl_accept(s, u);
 	return 0;
@@ -421,7 +190,7 @@ static const struct cm_conn_ops repl_ops = {
     .on_hello = on_hello,
     .on_header = on_header,
     .on_frame = on_frame,
-    .on_sent = on_sent,
+    .on_sent = repl_on_sent,
 };
 
 /* A SYNC_ACK for a matched message goes to the process it came from, on
@@ -429,34 +198,16 @@ static const struct cm_conn_ops repl_ops = {
  * only (see on_hello). */
 void repl_sync_ack(struct repl *s, const struct rmsg *u)
 {
-	struct cm_conn *c = link_to(s, u->from);
+	struct cm_conn *c = repl_link_to(s, u->from);
 	if (c && cm_conn_alive(c))
-		cm_conn_send_ctl(c, CM_T_SYNC_ACK, 0, s->rank, u->src, u->tag, u->ctx, u->seq, NULL,
-		                 0);
+		cm_conn_send_ctl(c, CM_T_SYNC_ACK, 0, s->rank, u->m.src, u->m.tag, u->m.ctx, u->seq,
+		                 NULL, 0);
 }
 
-static void accept_all(struct repl *s)
+static void accept_all(void *owner)
 {
-	for (;;) {
-		int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno == EINTR)
-				continue;
-			return;
-		}
-		struct cm_conn *c = cm_conn_new(fd, CM_CONN_AWAIT_HELLO, s->rank,
-		                                "incoming connection", &repl_ops, s, &s->lim);
-		if (c == NULL) {
-			close(fd);
-			continue;
-		}
-		c->peer = -1;
-		if (add_conn(s, c) < 0) {
-			cm_conn_free(c);
-			continue;
-		}
-		cm_conn_read(c);
-	}
+	struct repl *s = owner;
+	cm_connset_accept(&s->net, s->listen_fd, s->rank, &repl_ops, s, &s->lim, 1);
 }
 
 /* Process p's connection ended: read everything p wrote on its other
@@ -465,8 +216,8 @@ static void accept_all(struct repl *s)
 static void drain_peer(struct repl *s, int p)
 {
 	accept_all(s);
-	for (size_t i = 0; i < s->nconns; i++) {
-		struct cm_conn *c = s->conns[i];
+	for (size_t i = 0; i < s->net.nconns; i++) {
+		struct cm_conn *c = s->net.conns[i];
 		if (cm_conn_alive(c) && (c->peer == p || c->peer < 0))
 			cm_conn_read(c);
 	}
@@ -475,16 +226,16 @@ static void drain_peer(struct repl *s, int p)
 /* Frees connections that ended; their far end is dead (or finished). */
 static void reap(struct repl *s)
 {
-	for (size_t i = 0; i < s->nconns; i++) {
-		struct cm_conn *c = s->conns[i];
+	for (size_t i = 0; i < s->net.nconns; i++) {
+		struct cm_conn *c = s->net.conns[i];
 		if (!cm_conn_alive(c) && c->peer >= 0 && !s->dead[c->peer])
 			drain_peer(s, c->peer);
 	}
 	size_t keep = 0;
-	for (size_t i = 0; i < s->nconns; i++) {
-		struct cm_conn *c = s->conns[i];
+	for (size_t i = 0; i < s->net.nconns; i++) {
+		struct cm_conn *c = s->net.conns[i];
 		if (cm_conn_alive(c)) {
-			s->conns[keep++] = c;
+			s->net.conns[keep++] = c;
 			continue;
 		}
 		int p = c->peer;
@@ -495,12 +246,12 @@ static void reap(struct repl *s)
 			if (s->out[p] == c)
 				s->out[p] = NULL;
 		}
-		settle_conn(s, c);
+		repl_settle_conn(s, c);
 		cm_conn_free(c);
 	}
-	s->nconns = keep;
+	s->net.nconns = keep;
 	if (!s->draining)
-		check_master(s);
+		repl_check_master(s);
 }
 
 static int repl_progress(struct cm_transport *t, int timeout_ms)
@@ -508,34 +259,8 @@ static int repl_progress(struct cm_transport *t, int timeout_ms)
 	struct repl *s = t->state;
 	if (s->fatal)
 		return -1;
-	for (size_t i = 0; i < s->nconns; i++) {
-		struct cm_conn *c = s->conns[i];
-		if (cm_conn_alive(c))
-			watch(s, c, EPOLLIN | (cm_conn_pending_output(c) ? EPOLLOUT : 0));
-	}
-	struct epoll_event ev[MAX_EVENTS];
-	int n = epoll_wait(s->epfd, ev, MAX_EVENTS, timeout_ms);
-	if (n < 0) {
-		if (errno == EINTR)
-			return 0;
-		cm_err("rank %d: epoll_wait: %s", s->rank, strerror(errno));
+	if (cm_connset_poll(&s->net, s->rank, timeout_ms, accept_all, s) < 0)
 		return -1;
-	}
-	for (int i = 0; i < n; i++) {
-		struct cm_conn *c = ev[i].data.ptr;
-		unsigned e = ev[i].events;
-		if (c == NULL) {
-			accept_all(s);
-			continue;
-		}
-		if ((e & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && cm_conn_pending_output(c) &&
-		    cm_conn_alive(c)) {
-			c->wblocked = 0;
-			cm_conn_flush(c);
-		}
-		if ((e & (EPOLLIN | EPOLLERR | EPOLLHUP)) && cm_conn_alive(c))
-			cm_conn_read(c);
-	}
 	reap(s);
 	return s->fatal ? -1 : 0;
 }
@@ -580,7 +305,7 @@ static int repl_isend(struct cm_transport *t, struct cm_req *req)
 	r->len = req->slen;
 	if (req->slen)
 		memcpy(r->data, req->sbuf, req->slen);
-	if (!is_master(s)) {
+	if (!repl_is_master(s)) {
 		/* A backup until the master's commit; the send itself is done. */
 		if (s->backups_tail)
 			s->backups_tail->next = r;
@@ -598,20 +323,14 @@ static int repl_isend(struct cm_transport *t, struct cm_req *req)
 	} else {
 		req->done = 1;
 	}
-	return wire_send(s, r);
+	return repl_wire_send(s, r);
 }
 
 static int repl_irecv(struct cm_transport *t, struct cm_req *req)
 {
 	struct repl *s = t->state;
-	req->done = 0;
-	req->error = 0;
-	if ((req->peer < 0 && req->peer != CM_ANY_SOURCE) || req->peer >= s->size ||
-	    (req->tag < 0 && req->tag != CM_ANY_TAG) || (req->rcap && !req->rbuf)) {
-		cm_err("rank %d: receive from %d tag %d: bad source, tag or buffer", s->rank,
-		       req->peer, req->tag);
+	if (cm_check_recv(req, s->rank, s->size) < 0)
 		return -1;
-	}
 	req->id = s->reqid++;
 	return repl_post_recv(s, req);
 }
@@ -620,24 +339,7 @@ static int repl_probe(struct cm_transport *t, int src, int tag, uint32_t ctx, in
                       struct cm_probe_result *out)
 {
 	struct repl *s = t->state;
-	if ((src < 0 && src != CM_ANY_SOURCE) || src >= s->size || (tag < 0 && tag != CM_ANY_TAG)) {
-		cm_err("rank %d: probe for source %d tag %d: bad source or tag", s->rank, src, tag);
-		return -1;
-	}
-	memset(out, 0, sizeof *out);
-	out->source = out->tag = -1;
-	if (repl_find_unexpected(s, src, tag, ctx, out))
-		return 0;
-	if (!blocking) {
-		if (repl_progress(t, 0) < 0)
-			return -1;
-		repl_find_unexpected(s, src, tag, ctx, out);
-		return 0;
-	}
-	while (!repl_find_unexpected(s, src, tag, ctx, out))
-		if (repl_progress(t, -1) < 0)
-			return -1;
-	return 0;
+	return cm_match_probe(t, &s->match, s->rank, s->size, src, tag, ctx, blocking, out);
 }
 
 /* A nondeterministic value (MPI_Wtime): the master's own, sent to its
@@ -648,7 +350,7 @@ static int repl_event(struct cm_transport *t, uint32_t kind, void *value, size_t
 	*replayed = 0;
 	if (len < 1 || len > CM_EVENT_PAYLOAD_MAX)
 		return -1;
-	while (s->events_used == s->nevents && !is_master(s))
+	while (s->events_used == s->nevents && !repl_is_master(s))
 		if (repl_progress(t, -1) < 0)
 			return -1;
 	if (s->events_used < s->nevents) {
@@ -663,12 +365,12 @@ static int repl_event(struct cm_transport *t, uint32_t kind, void *value, size_t
 		*replayed = 1;
 		return 0;
 	}
-	if (add_event(s, kind, value, len) < 0) {
+	if (repl_add_event(s, kind, value, len) < 0) {
 		cm_err("rank %d: out of memory for events", s->rank);
 		return -1;
 	}
 	s->events_used++;
-	send_event(s, s->nevents - 1);
+	repl_send_event(s, s->nevents - 1);
 	return 0;
 }
 
@@ -676,23 +378,19 @@ static int repl_event(struct cm_transport *t, uint32_t kind, void *value, size_t
 
 static void repl_free(struct repl *s)
 {
-	for (size_t i = 0; i < s->nconns; i++)
-		cm_conn_free(s->conns[i]);
+	cm_connset_free(&s->net);
 	if (s->listen_fd >= 0)
 		close(s->listen_fd);
 	repl_free_queues(s);
 	for (struct rrec *r = s->backups, *n; r; r = n) {
 		n = r->next;
-		record_free(r);
+		repl_record_free(r);
 	}
 	for (struct rrec *r = s->inflight, *n; r; r = n) {
 		n = r->next;
-		record_free(r);
+		repl_record_free(r);
 	}
 	cm_reqmap_free(&s->syncs);
-	free(s->conns);
-	if (s->epfd >= 0)
-		close(s->epfd);
 	free(s->out);
 	free(s->dead);
 	free(s->finished);
@@ -715,7 +413,7 @@ static int repl_setup(struct repl *s, const struct cm_job *job)
 	s->lim = (struct cm_limits){.world_size = (uint32_t)job->size,
 	                            .max_payload = CM_DEFAULT_MAX_PAYLOAD};
 	size_t nproc = (size_t)job->size * (size_t)s->nrep;
-	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	s->net.epfd = epoll_create1(EPOLL_CLOEXEC);
 	s->out = calloc(nproc, sizeof *s->out);
 	s->dead = calloc(nproc, 1);
 	s->finished = calloc(nproc, 1);
@@ -723,7 +421,7 @@ static int repl_setup(struct repl *s, const struct cm_job *job)
 	s->sendseq = calloc((size_t)job->size, sizeof *s->sendseq);
 	s->committed = calloc((size_t)job->size, sizeof *s->committed);
 	s->nextseq = calloc((size_t)job->size, sizeof *s->nextseq);
-	if (s->epfd < 0 || !s->out || !s->dead || !s->finished || !s->addrs || !s->sendseq ||
+	if (s->net.epfd < 0 || !s->out || !s->dead || !s->finished || !s->addrs || !s->sendseq ||
 	    !s->committed || !s->nextseq) {
 		cm_err("rank %d: cannot set up the replication transport: %s", job->rank,
 		       strerror(errno));
@@ -741,19 +439,16 @@ static int repl_setup(struct repl *s, const struct cm_job *job)
 			return -1;
 		}
 	}
-	if (cm_set_nonblock(job->listen_fd, 1) < 0 || cm_set_cloexec(job->listen_fd, 1) < 0)
-		return -1;
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, job->listen_fd, &ev) < 0)
+	if (cm_connset_listen(&s->net, job->listen_fd) < 0)
 		return -1;
 	s->listen_fd = job->listen_fd;
 	/* Connect to our siblings now: their connections ending is how we
 	 * learn that they died. */
 	for (int k = 0; k < s->nrep; k++)
 		if (k != s->replica)
-			link_to(s, s->rank * s->nrep + k);
+			repl_link_to(s, s->rank * s->nrep + k);
 	s->changed = 1;
-	check_master(s);
+	repl_check_master(s);
 	return 0;
 }
 
@@ -764,7 +459,7 @@ static int repl_init(struct cm_transport *t, const struct cm_job *job)
 		cm_err("rank %d: out of memory", job->rank);
 		return -1;
 	}
-	s->epfd = -1;
+	s->net.epfd = -1;
 	if (repl_setup(s, job) < 0) {
 		s->listen_fd = -1;
 		repl_free(s);
@@ -774,14 +469,10 @@ static int repl_init(struct cm_transport *t, const struct cm_job *job)
 	return 0;
 }
 
-static int busy(struct repl *s)
+static int flushed(void *state)
 {
-	if (s->inflight)
-		return 1;
-	for (size_t i = 0; i < s->nconns; i++)
-		if (cm_conn_pending_output(s->conns[i]) && cm_conn_alive(s->conns[i]))
-			return 1;
-	return 0;
+	struct repl *s = state;
+	return s->fatal || (!s->inflight && !cm_connset_output_pending(&s->net));
 }
 
 static int repl_finalize(struct cm_transport *t)
@@ -789,40 +480,15 @@ static int repl_finalize(struct cm_transport *t)
 	struct repl *s = t->state;
 	if (s == NULL)
 		return 0;
-	int rc = 0;
-	long long deadline = cm_now_ms() + FLUSH_TIMEOUT_MS;
 	/* BYE on every connection we opened: we finished, nothing of ours
 	 * is missing (a sibling must not take over and re-send). */
-	for (size_t i = 0; i < s->nconns; i++) {
-		struct cm_conn *c = s->conns[i];
+	for (size_t i = 0; i < s->net.nconns; i++) {
+		struct cm_conn *c = s->net.conns[i];
 		if (cm_conn_alive(c) && c->peer >= 0 && s->out[c->peer] == c)
 			cm_conn_send_ctl(c, CM_T_BYE, 0, s->rank, c->peer / s->nrep, 0, 0, 0, NULL,
 			                 0);
 	}
-	while (!s->fatal && busy(s)) {
-		long long left = deadline - cm_now_ms();
-		if (left <= 0) {
-			cm_err("rank %d: finalize: messages still unsent after %d s", s->rank,
-			       FLUSH_TIMEOUT_MS / 1000);
-			rc = -1;
-			break;
-		}
-		repl_progress(t, (int)(left < 1000 ? left : 1000));
-	}
-	if (s->fatal)
-		rc = -1;
-	s->draining = 1;
-	s->fatal = 0;
-	deadline = cm_now_ms() + DRAIN_TIMEOUT_MS;
-	for (;;) {
-		for (size_t i = 0; i < s->nconns; i++)
-			cm_conn_shutdown(s->conns[i]);
-		long long left = deadline - cm_now_ms();
-		if (s->nconns == 0 || left <= 0)
-			break;
-		repl_progress(t, (int)(left < 200 ? left : 200));
-		s->fatal = 0;
-	}
+	int rc = cm_connset_finish(t, &s->net, s->rank, flushed, &s->fatal, &s->draining);
 	repl_free(s);
 	t->state = NULL;
 	return rc;
@@ -830,13 +496,12 @@ static int repl_finalize(struct cm_transport *t)
 
 void cm_transport_repl(struct cm_transport *t)
 {
-	memset(t, 0, sizeof *t);
-	t->name = "repl";
-	t->init = repl_init;
-	t->isend = repl_isend;
-	t->irecv = repl_irecv;
-	t->probe = repl_probe;
-	t->progress = repl_progress;
-	t->finalize = repl_finalize;
-	t->event = repl_event;
+	*t = (struct cm_transport){.name = "repl",
+	                           .init = repl_init,
+	                           .isend = repl_isend,
+	                           .irecv = repl_irecv,
+	                           .probe = repl_probe,
+	                           .progress = repl_progress,
+	                           .finalize = repl_finalize,
+	                           .event = repl_event};
 }

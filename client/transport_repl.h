@@ -8,6 +8,8 @@
 
 #include "conn.h"
 #include "transport.h"
+#include "transport_common.h"
+#include "transport_match.h"
 
 /* A message id on the wire: destination rank and the pair's sequence. */
 #define REPL_SEQ_BITS 40
@@ -36,13 +38,10 @@ struct rrec {
 /* A message received, accepted in order, not yet matched (or held until
  * the messages before it arrive). */
 struct rmsg {
-	struct rmsg *next;
-	int src;
-	int tag;
-	uint32_t ctx;
+	struct cm_msg m;    /* first: the matching queue links these */
+	struct rmsg *early; /* next in the list of those held */
 	int sync;
 	uint64_t seq;
-	size_t len;
 	void *data;
 	int from; /* process it came from (its SYNC_ACK goes back there), -1: self */
 };
@@ -54,14 +53,12 @@ struct repl {
 	struct cm_limits lim;
 	struct sockaddr_in *addrs; /* [size * nrep] */
 	int listen_fd;
-	int epfd;
+	struct cm_connset net;
 	struct cm_conn **out; /* [size * nrep] connection we opened to each process */
 	char *dead;           /* [size * nrep] gone (died, or finished and closed) */
 	char *finished;       /* [size * nrep] said BYE: it finalized, it needs nothing more */
-	struct cm_conn **conns;
-	size_t nconns, conns_cap;
-	int changed;    /* some process died since the last master check */
-	int was_master; /* we have been master (and re-sent our backups) */
+	int changed;          /* some process died since the last master check */
+	int was_master;       /* we have been master (and re-sent our backups) */
 	int fatal;
 	int draining;
 
@@ -72,8 +69,7 @@ struct repl {
 	struct rrec *inflight;
 	struct cm_reqmap syncs;
 
-	struct cm_req *posted_head, *posted_tail;
-	struct rmsg *unexp_head, *unexp_tail;
+	struct cm_matchq match;
 	struct rmsg *early; /* arrived ahead of a gap */
 	uint64_t reqid;
 
@@ -92,14 +88,24 @@ struct repl_event {
 };
 
 int repl_master_of(const struct repl *s, int rank);
+int repl_is_master(const struct repl *s);
+struct cm_conn *repl_link_to(struct repl *s, int p);
 void repl_sync_ack(struct repl *s, const struct rmsg *u);
+
+/* transport_repl_send.c */
+void repl_record_free(struct rrec *r);
+int repl_wire_send(struct repl *s, struct rrec *r);
+void repl_on_sent(struct cm_conn *c, struct cm_req *tok);
+void repl_settle_conn(struct repl *s, struct cm_conn *c);
+int repl_add_event(struct repl *s, uint32_t kind, const void *value, size_t len);
+void repl_send_event(struct repl *s, size_t i);
+void repl_check_master(struct repl *s);
+void repl_on_commit(struct repl *s, uint64_t key);
 
 /* transport_repl_match.c */
 void repl_accept(struct repl *s, struct rmsg *u);
 int repl_self_send(struct repl *s, struct cm_req *req);
 int repl_post_recv(struct repl *s, struct cm_req *req);
-int repl_find_unexpected(struct repl *s, int src, int tag, uint32_t ctx,
-                         struct cm_probe_result *out);
 void repl_free_queues(struct repl *s);
 
 #endif
