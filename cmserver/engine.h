@@ -32,6 +32,13 @@ struct cm_engine {
 	const char *summary;
 };
 
+struct cm_session;
+enum eng_send_result { ENG_SEND_DRAINED, ENG_SEND_BLOCKED, ENG_SEND_FAILED };
+/* Writes the output queue of s to fd without blocking, in sendmsg batches,
+ * until the queue is empty (DRAINED), the socket is full (BLOCKED), or a
+ * write fails (FAILED, errno in *err). The caller holds OUTQ(s). */
+enum eng_send_result eng_send_output(struct cm_session *s, int fd, int *err);
+
 /* Every mode --mode knows, built or not; ends with a NULL name. */
 extern const struct cm_engine cm_engines[];
 

@@ -33,7 +33,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define WRITE_IOV 64       /* iovecs per sendmsg: up to 32 frames */
 #define READS_PER_EVENT 16 /* full-buffer reads before yielding to other sockets */
 #define CLOSE_LINGER 2.0   /* seconds a refused peer gets to read its ERROR */
 #define ACCEPT_PAUSE 0.1   /* seconds without accepting after EMFILE and the like */
@@ -217,40 +216,14 @@ static bool error_settled(struct conn *c)
 static void writer_flush(struct conn *c)
 {
 	struct eng *e = c->e;
-	bool blocked = false, failed = false;
 	int err = 0;
 	if (c->wr_done || c->wr_failed)
 		return;
 	/* OUTQ(s) is held across the non-blocking sendmsg only: the iovecs
 	 * point into the queue, which producers may grow meanwhile. */
 	eng_out_lock(&e->locks, c->s);
-	for (;;) {
-		struct iovec iov[WRITE_IOV];
-		int n = cm_session_out_iov(c->s, iov, WRITE_IOV);
-		if (n == 0)
-			break;
-		size_t want = 0;
-		for (int i = 0; i < n; i++)
-			want += iov[i].iov_len;
-		struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-		ssize_t w = sendmsg(c->wfd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				blocked = true;
-			else {
-				failed = true;
-				err = errno;
-			}
-			break;
-		}
-		cm_session_out_consumed(c->s, (size_t)w);
-		if ((size_t)w < want) {
-			blocked = true;
-			break;
-		}
-	}
+	enum eng_send_result sent = eng_send_output(c->s, c->wfd, &err);
+	bool blocked = sent == ENG_SEND_BLOCKED, failed = sent == ENG_SEND_FAILED;
 	bool drained = cm_session_out_pending(c->s) == 0;
 	eng_out_unlock(&e->locks, c->s);
 

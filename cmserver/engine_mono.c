@@ -20,7 +20,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define WRITE_IOV 64       /* iovecs per sendmsg: up to 32 frames */
 #define READS_PER_EVENT 16 /* full-buffer reads before yielding to other sockets */
 #define CLOSE_LINGER 2.0   /* seconds a refused peer gets to read its ERROR */
 #define ACCEPT_PAUSE 0.1   /* seconds without accepting after EMFILE and the like */
@@ -101,32 +100,16 @@ static void closing_progress(struct conn *c)
 static void conn_flush(struct conn *c)
 {
 	struct mono *m = c->m;
-	for (;;) {
-		struct iovec iov[WRITE_IOV];
-		int n = cm_session_out_iov(c->s, iov, WRITE_IOV);
-		if (n == 0)
-			break;
-		size_t want = 0;
-		for (int i = 0; i < n; i++)
-			want += iov[i].iov_len;
-		struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-		ssize_t w = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				ev_io_start(m->loop, &c->ww);
-				return;
-			}
-			conn_close(c, strerror(errno));
-			return;
-		}
-		cm_session_out_consumed(c->s, (size_t)w);
-		if ((size_t)w < want) {
-			/* The kernel took what it could: wait until it drains. */
-			ev_io_start(m->loop, &c->ww);
-			return;
-		}
+	int err = 0;
+	switch (eng_send_output(c->s, c->fd, &err)) {
+	case ENG_SEND_BLOCKED:
+		ev_io_start(m->loop, &c->ww);
+		return;
+	case ENG_SEND_FAILED:
+		conn_close(c, strerror(err));
+		return;
+	case ENG_SEND_DRAINED:
+		break;
 	}
 	ev_io_stop(m->loop, &c->ww);
 	if (cm_session_closing(c->s))

@@ -1,0 +1,37 @@
+/* Socket I/O every engine does the same way. */
+#include "config.h"
+
+#include <errno.h>
+#include <sys/socket.h>
+
+#include "core.h"
+#include "engine.h"
+
+#define WRITE_IOV 64 /* iovecs per sendmsg: up to 32 frames */
+
+enum eng_send_result eng_send_output(struct cm_session *s, int fd, int *err)
+{
+	for (;;) {
+		struct iovec iov[WRITE_IOV];
+		int n = cm_session_out_iov(s, iov, WRITE_IOV);
+		if (n == 0)
+			return ENG_SEND_DRAINED;
+		size_t want = 0;
+		for (int i = 0; i < n; i++)
+			want += iov[i].iov_len;
+		struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+		ssize_t w = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return ENG_SEND_BLOCKED;
+			*err = errno;
+			return ENG_SEND_FAILED;
+		}
+		cm_session_out_consumed(s, (size_t)w);
+		/* The kernel took what it could: the socket is full. */
+		if ((size_t)w < want)
+			return ENG_SEND_BLOCKED;
+	}
+}
