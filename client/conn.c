@@ -277,7 +277,7 @@ int cm_conn_queue_ctl(struct cm_conn *c, uint8_t type, uint16_t flags, int src, 
 	return queue_ctl(c, type, flags, src, dst, tag, ctx, clock, payload, len);
 }
 
-int cm_conn_send_hello(struct cm_conn *c, int src, int dst, unsigned incarnation,
+int cm_conn_send_hello(struct cm_conn *c, uint16_t flags, int src, int dst, unsigned incarnation,
                        unsigned world_size, unsigned kind, const char *secret)
 {
 	struct cm_hello hello = {
@@ -285,7 +285,7 @@ int cm_conn_send_hello(struct cm_conn *c, int src, int dst, unsigned incarnation
 	memcpy(hello.secret, secret, CM_SECRET_LEN);
 	uint8_t payload[CM_HELLO_PAYLOAD];
 	cm_hello_encode(&hello, payload);
-	return cm_conn_send_ctl(c, CM_T_HELLO, 0, src, dst, 0, 0, 0, payload, sizeof payload);
+	return cm_conn_send_ctl(c, CM_T_HELLO, flags, src, dst, 0, 0, 0, payload, sizeof payload);
 }
 
 int cm_conn_refuse(struct cm_conn *c, enum cm_err code, const char *fmt, ...)

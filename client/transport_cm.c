@@ -35,6 +35,10 @@
 
 #define CONNECT_TIMEOUT_MS 20000
 #define HELLO_TIMEOUT_MS 30000
+/* A re-executing rank's HELLO waits at the CM until the dead incarnation's
+ * connection has ended (its last frames processed). A connection that does
+ * not end by then belongs to a process cut off rather than dead: take over. */
+#define TAKEOVER_AFTER_MS 3000
 #define BYE_TIMEOUT_MS 10000
 
 enum { SINK_DELIVER = 1, SINK_PROBE = 2 };
@@ -454,7 +458,7 @@ static int connect_cm(struct cmt *s, const struct cm_job *job, int i)
 		return -1;
 	}
 	s->cms[i]->peer = i;
-	return cm_conn_send_hello(s->cms[i], s->rank, s->rank, job->incarnation,
+	return cm_conn_send_hello(s->cms[i], 0, s->rank, s->rank, job->incarnation,
 	                          (unsigned)job->size, CM_PEER_RANK, job->secret);
 }
 
@@ -527,8 +531,20 @@ static int cmt_init(struct cm_transport *t, const struct cm_job *job)
 		if (connect_cm(s, job, i) < 0)
 			goto fail;
 	long long deadline = cm_now_ms() + HELLO_TIMEOUT_MS;
+	long long takeover = job->incarnation > 0 ? cm_now_ms() + TAKEOVER_AFTER_MS : -1;
 	while (!all_ready(s)) {
+		if (takeover >= 0 && cm_now_ms() >= takeover) {
+			takeover = -1;
+			for (int i = 0; i < s->ncms; i++)
+				if (s->cms[i]->state != CM_CONN_READY &&
+				    cm_conn_send_hello(s->cms[i], CM_F_TAKEOVER, s->rank, s->rank,
+				                       job->incarnation, (unsigned)job->size,
+				                       CM_PEER_RANK, job->secret) < 0)
+					goto fail;
+		}
 		long long left = deadline - cm_now_ms();
+		if (takeover >= 0 && takeover - cm_now_ms() < left)
+			left = takeover - cm_now_ms() + 1;
 		if (left <= 0) {
 			for (int i = 0; i < s->ncms; i++)
 				if (s->cms[i]->state != CM_CONN_READY)

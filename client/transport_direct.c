@@ -173,7 +173,7 @@ static struct cm_conn *link_to(struct direct *s, int dst)
 	}
 	s->link[dst] = c;
 	/* HELLO goes out with the first messages, no round trip. */
-	if (cm_conn_send_hello(c, s->rank, dst, s->incarnation, (unsigned)s->size, CM_PEER_DIRECT,
+	if (cm_conn_send_hello(c, 0, s->rank, dst, s->incarnation, (unsigned)s->size, CM_PEER_DIRECT,
 	                       s->secret) < 0)
 		return NULL;
 	return c;

@@ -121,7 +121,7 @@ struct cm_conn *repl_link_to(struct repl *s, int p)
 		return NULL;
 	}
 	s->out[p] = c;
-	if (cm_conn_send_hello(c, s->rank, p / s->nrep, (unsigned)s->replica, (unsigned)s->size,
+	if (cm_conn_send_hello(c, 0, s->rank, p / s->nrep, (unsigned)s->replica, (unsigned)s->size,
 	                       CM_PEER_DIRECT, s->secret) < 0)
 		return NULL;
 	return c;

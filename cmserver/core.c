@@ -1,6 +1,6 @@
-/* The protocol core: the core object, sessions, output emission, and the
- * dispatch of complete frames (HELLO, MSG, RECV_REQ, PROBE, BYE). Frame
- * assembly is in input.c, logs and matching in msglog.c. */
+/* The protocol core: the core object, output emission, and the dispatch of
+ * complete frames (MSG, RECV_REQ, PROBE, EVENT, BYE). Sessions and HELLO are
+ * in session.c, frame assembly in input.c, logs and matching in msglog.c. */
 #include "config.h"
 
 #include "core_impl.h"
@@ -82,91 +82,6 @@ void cm_entry_free(struct cm_entry *e)
 
 /* ---- sessions ---- */
 
-struct cm_session *cm_session_new(struct cm_core *core, void *engine_data)
-{
-	struct cm_session *s = calloc(1, sizeof *s);
-	if (s == NULL)
-		return NULL;
-	s->in_cap = CM_UNAUTH_STAGING;
-	s->in = malloc(s->in_cap);
-	if (s->in == NULL) {
-		free(s);
-		return NULL;
-	}
-	s->core = core;
-	s->engine_data = engine_data;
-	s->refs = 1;
-	s->state = CM_S_NEW;
-	s->rank = -1;
-	cm_outq_init(&s->out);
-	CM_STAT_ADD(core, sessions_opened, 1);
-	return s;
-}
-
-void *cm_session_engine_data(const struct cm_session *s)
-{
-	return s->engine_data;
-}
-
-void cm_session_ref(struct cm_session *s)
-{
-	__atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
-}
-
-void cm_session_release(struct cm_session *s)
-{
-	if (s == NULL || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) != 0)
-		return;
-	cm_entry_free(s->in_entry);
-	cm_outq_free(&s->out);
-	free(s->in);
-	free(s);
-}
-
-int cm_session_closing(const struct cm_session *s)
-{
-	return sess_state(s) == CM_S_CLOSING;
-}
-
-int cm_session_rank(const struct cm_session *s)
-{
-	return s->rank;
-}
-
-int cm_session_said_bye(const struct cm_session *s)
-{
-	return s->said_bye;
-}
-
-/* Leaves the rank table and drops what the session was waiting for. */
-static void unregister(struct cm_session *s)
-{
-	struct cm_core *core = s->core;
-	if (!s->registered)
-		return;
-	s->registered = false;
-	if (core->rank_sess[s->rank] == s)
-		core->rank_sess[s->rank] = NULL;
-	cm_dest_drop_session(&core->dests[s->rank], s);
-}
-
-void cm_session_closed(struct cm_session *s)
-{
-	if (__atomic_exchange_n(&s->state, CM_S_GONE, __ATOMIC_ACQ_REL) == CM_S_GONE)
-		return;
-	unregister(s);
-	cm_entry_free(s->in_entry);
-	s->in_entry = NULL;
-	struct cm_core_hooks *hk = &s->core->cfg.hooks;
-	if (hk->out_lock)
-		hk->out_lock(hk->ctx, s);
-	cm_outq_free(&s->out);
-	if (hk->out_unlock)
-		hk->out_unlock(hk->ctx, s);
-}
-
-/* ---- output ---- */
-
 void cm_core_emit(struct cm_session *to, const struct cm_out_item *item)
 {
 	struct cm_core_hooks *hk = &to->core->cfg.hooks;
@@ -230,8 +145,9 @@ void cm_session_fail(struct cm_session *s, enum cm_err code, const char *fmt, ..
 	if (n > CM_ERROR_TEXT_MAX)
 		n = CM_ERROR_TEXT_MAX;
 
-	if (s->rank >= 0)
-		cm_info("rank %d: refused: %s (%s)", (int)s->rank, text, cm_err_str(code));
+	int32_t rank = __atomic_load_n(&s->rank, __ATOMIC_RELAXED);
+	if (rank >= 0)
+		cm_info("rank %d: refused: %s (%s)", (int)rank, text, cm_err_str(code));
 	else
 		cm_info("connection refused: %s (%s)", text, cm_err_str(code));
 	CM_STAT_ADD(s->core, frames_refused, 1);
@@ -269,107 +185,6 @@ int cm_frame_domain(const struct cm_frame *f)
 	default:
 		return -1;
 	}
-}
-
-static bool setup_world(struct cm_core *core, uint32_t n)
-{
-	struct cm_dest *dests = calloc(n, sizeof *dests);
-	struct cm_sender *senders = calloc(n, sizeof *senders);
-	struct cm_session **rank_sess = calloc(n, sizeof *rank_sess);
-	uint32_t ok = 0;
-	if (dests && senders && rank_sess)
-		while (ok < n && cm_dest_init(&dests[ok]))
-			ok++;
-	if (ok < n) {
-		for (uint32_t i = 0; i < ok; i++)
-			cm_dest_free(&dests[i]);
-		free(dests);
-		free(senders);
-		free(rank_sess);
-		return false;
-	}
-	core->dests = dests;
-	core->senders = senders;
-	core->rank_sess = rank_sess;
-	__atomic_store_n(&core->world_size, n, __ATOMIC_RELEASE);
-	return true;
-}
-
-static void handle_hello(struct cm_session *s, const struct cm_frame *f)
-{
-	struct cm_core *core = s->core;
-	const struct cm_hello *hello = &f->hello;
-	int32_t rank = f->h.src;
-
-	if (!cm_secret_equal(hello->secret, core->cfg.secret)) {
-		cm_session_fail(s, CM_E_AUTH, "wrong job secret");
-		return;
-	}
-	if (hello->kind != CM_PEER_RANK) {
-		cm_session_fail(s, CM_E_FIELD,
-		                "peer kind %u: a channel memory accepts ranks (kind 0)",
-		                (unsigned)hello->kind);
-		return;
-	}
-	if (f->h.dst != rank) {
-		cm_session_fail(s, CM_E_RANK, "HELLO src %d and dst %d must both be the rank",
-		                (int)rank, (int)f->h.dst);
-		return;
-	}
-	if (core->world_size == 0) {
-		if ((uint32_t)rank >= hello->world_size) {
-			cm_session_fail(s, CM_E_RANK, "rank %d out of range for world size %u",
-			                (int)rank, (unsigned)hello->world_size);
-			return;
-		}
-		if (!setup_world(core, hello->world_size)) {
-			cm_session_fail(s, CM_E_SIZE, "cannot allocate state for %u ranks",
-			                (unsigned)hello->world_size);
-			return;
-		}
-		cm_info("world size %u (from rank %d)", (unsigned)hello->world_size, (int)rank);
-	} else if (hello->world_size != core->world_size) {
-		cm_session_fail(s, CM_E_SIZE, "world size %u, the job has %u",
-		                (unsigned)hello->world_size, (unsigned)core->world_size);
-		return;
-	}
-	if ((uint32_t)rank >= core->world_size) {
-		cm_session_fail(s, CM_E_RANK, "rank %d out of range for world size %u", (int)rank,
-		                (unsigned)core->world_size);
-		return;
-	}
-
-	struct cm_session *old = core->rank_sess[rank];
-	if (old) {
-		if (old->incarnation >= hello->incarnation) {
-			cm_session_fail(s, CM_E_STATE,
-			                "rank %d is already connected (incarnation %u, this is %u)",
-			                (int)rank, (unsigned)old->incarnation,
-			                (unsigned)hello->incarnation);
-			return;
-		}
-		cm_info("rank %d: incarnation %u replaces incarnation %u", (int)rank,
-		        (unsigned)hello->incarnation, (unsigned)old->incarnation);
-		cm_session_fail(old, CM_E_STATE, "replaced by incarnation %u of rank %d",
-		                (unsigned)hello->incarnation, (int)rank);
-		unregister(old);
-		CM_STAT_ADD(core, sessions_replaced, 1);
-	}
-
-	if (!sess_move(s, CM_S_NEW, CM_S_READY))
-		return; /* closed meanwhile */
-	s->rank = rank;
-	s->incarnation = hello->incarnation;
-	s->registered = true;
-	core->rank_sess[rank] = s;
-
-	const struct cm_sender *snd = &core->senders[rank];
-	struct cm_header ack = {.type = CM_T_HELLO_ACK,
-	                        .src = rank,
-	                        .dst = rank,
-	                        .clock = snd->has ? snd->highest + 1 : 0};
-	cm_core_emit_header(s, &ack);
-	cm_info("rank %d connected (incarnation %u)", (int)rank, (unsigned)hello->incarnation);
 }
 
 static void handle_msg(struct cm_session *s, struct cm_frame *f)
@@ -514,7 +329,7 @@ void cm_core_dispatch(struct cm_session *s, struct cm_frame *f)
 	}
 	switch (f->h.type) {
 	case CM_T_HELLO:
-		handle_hello(s, f);
+		cm_core_hello(s, f);
 		break;
 	case CM_T_MSG:
 		handle_msg(s, f);

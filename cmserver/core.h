@@ -67,9 +67,15 @@
  *                            BYE:               OUTQ(s)
  *                            EVENT, EVENT_ACK:  DEST(rank) (+ OUTQ of s)
  *                            cm_frame_domain() names the rank.
- *   cm_session_closed(s)     GLOBAL + DEST(rank of s) + SESSION(s) + OUTQ(s)
+ *   cm_session_closed(s)     GLOBAL + SENDER(rank of s) + DEST(rank of s) + SESSION(s)
+ *                            + OUTQ(s) (+ OUTQ of the newer incarnation it admits)
  *   cm_session_next_frame(s) SESSION(s); on a bad frame also OUTQ(s) (ERROR)
  *   cm_session_out_*(s)      OUTQ(s)
+ *
+ * A HELLO of a newer incarnation waits while the old incarnation's
+ * connection is open (its unread frames are processed first);
+ * cm_session_closed of the old one admits it. With CM_F_TAKEOVER it replaces
+ * the old connection at once.
  *
  * Session state (new / ready / bye / closing / gone) is atomic: a HELLO of a
  * newer incarnation marks the old session closing from another thread. The

@@ -178,6 +178,14 @@ struct cm_session {
 	uint32_t incarnation;
 	bool registered; /* holds its rank's slot in the rank table */
 	bool said_bye;
+	/* GLOBAL. A newer incarnation's HELLO waits (successor, holding a
+	 * reference) until this live connection closes, so every frame the dead
+	 * incarnation got onto the wire is processed before the new one
+	 * re-executes. The waiting session keeps its HELLO in parked_*. */
+	struct cm_session *successor;
+	bool parked;
+	int32_t parked_rank;
+	uint32_t parked_incarnation;
 
 	/* Input: bytes land in the staging buffer, or straight in in_entry's
 	 * payload while a MSG's payload is outstanding. */
@@ -239,6 +247,9 @@ _Static_assert(CM_PROBE_REPLY_PAYLOAD >= CM_EVENT_PAYLOAD_MAX,
                "an output item's head must hold an EVENT frame");
 void cm_core_emit(struct cm_session *to, const struct cm_out_item *item);
 void cm_core_emit_header(struct cm_session *to, const struct cm_header *h);
+/* HELLO (session.c): authenticate, then take the rank's slot, wait for the
+ * older incarnation's connection to end, or take over from it. */
+void cm_core_hello(struct cm_session *s, const struct cm_frame *f);
 /* Queues ERROR(code, text) on s and marks it closing. */
 void cm_session_fail(struct cm_session *s, enum cm_err code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -288,11 +299,11 @@ static inline uint32_t cm_atomic_load32(const uint32_t *p)
 /* Statistics are updated under different ranks' locks by threaded engines:
  * plain increments would be data races. Relaxed atomics keep them exact and
  * cost nothing measurable; readers get a per-field snapshot. */
-#define CM_STAT_ADD(core, field, n) \
+#define CM_STAT_ADD(core, field, n)                                                                \
 	__atomic_fetch_add(&(core)->stats.field, (uint64_t)(n), __ATOMIC_RELAXED)
-#define CM_STAT_SUB(core, field, n) \
+#define CM_STAT_SUB(core, field, n)                                                                \
 	__atomic_fetch_sub(&(core)->stats.field, (uint64_t)(n), __ATOMIC_RELAXED)
-#define CM_STAT_SET(core, field, v) \
+#define CM_STAT_SET(core, field, v)                                                                \
 	__atomic_store_n(&(core)->stats.field, (uint64_t)(v), __ATOMIC_RELAXED)
 
 #endif

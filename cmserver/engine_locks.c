@@ -108,11 +108,17 @@ int eng_session_closed(struct eng_locks *l, struct cm_session *s, bool *orderly)
 	int rank = cm_session_rank(s);
 	bool closing = cm_session_closing(s);
 	*orderly = cm_session_said_bye(s) || closing;
-	if (rank >= 0)
+	/* SENDER too: a newer incarnation waiting for this connection to end
+	 * is admitted by cm_session_closed, as a HELLO is. */
+	if (rank >= 0) {
+		pthread_mutex_lock(&l->sender[rank_stripe(rank)]);
 		pthread_mutex_lock(&l->dest[rank_stripe(rank)]);
+	}
 	cm_session_closed(s);
-	if (rank >= 0)
+	if (rank >= 0) {
 		pthread_mutex_unlock(&l->dest[rank_stripe(rank)]);
+		pthread_mutex_unlock(&l->sender[rank_stripe(rank)]);
+	}
 	pthread_mutex_unlock(&l->global);
 	return rank;
 }

@@ -39,6 +39,8 @@ static uint16_t allowed_flags(unsigned type)
 		return CM_F_FOUND;
 	case CM_T_EVENT_ACK:
 		return CM_F_REPLAY;
+	case CM_T_HELLO:
+		return CM_F_TAKEOVER;
 	default:
 		return 0;
 	}

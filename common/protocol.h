@@ -49,7 +49,9 @@ enum cm_frame_flags {
 	CM_F_SYNC = 1u << 0,     /* MSG: synchronous send, sender wants SYNC_ACK when matched */
 	CM_F_BLOCKING = 1u << 1, /* PROBE: reply only when a match exists (MPI_Probe) */
 	CM_F_FOUND = 1u << 2,    /* PROBE_REPLY: a matching message exists */
-	CM_F_REPLAY = 1u << 3    /* EVENT_ACK request: replay the logged events before the ack */
+	CM_F_REPLAY = 1u << 3,   /* EVENT_ACK request: replay the logged events before the ack */
+	CM_F_TAKEOVER = 1u << 4  /* HELLO: replace the older incarnation's connection now, without
+	                            waiting for it to close (its unread frames are lost) */
 };
 
 /* What a HELLO says the connecting party is. */
@@ -63,11 +65,11 @@ struct cm_header {
 	uint8_t version;
 	uint8_t type;
 	uint16_t flags;
-	int32_t src;  /* sender rank, or CM_ANY_SOURCE in RECV_REQ/PROBE */
-	int32_t dst;  /* receiver rank */
-	int32_t tag;  /* MPI tag (>= 0), CM_ANY_TAG in RECV_REQ/PROBE, error code in ERROR */
-	uint32_t ctx; /* communicator context id */
-	uint32_t len; /* payload bytes that follow the header */
+	int32_t src;    /* sender rank, or CM_ANY_SOURCE in RECV_REQ/PROBE */
+	int32_t dst;    /* receiver rank */
+	int32_t tag;    /* MPI tag (>= 0), CM_ANY_TAG in RECV_REQ/PROBE, error code in ERROR */
+	uint32_t ctx;   /* communicator context id */
+	uint32_t len;   /* payload bytes that follow the header */
 	uint64_t clock; /* MSG: sender clock; RECV_REQ/DELIVER/PROBE*: request id;
 	                   SYNC_ACK: clock of the acknowledged MSG */
 };
@@ -159,7 +161,8 @@ static inline uint16_t cm_get_u16(const uint8_t *p)
 }
 static inline uint32_t cm_get_u32(const uint8_t *p)
 {
-	return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+	return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+	       ((uint32_t)p[3] << 24);
 }
 static inline uint64_t cm_get_u64(const uint8_t *p)
 {

@@ -236,13 +236,24 @@ void send_frame(int fd, uint8_t type, uint16_t flags, int32_t src, int32_t dst, 
 		send_all(fd, payload, len);
 }
 
-void send_hello(int fd, int rank, int world, unsigned inc, const char *secret)
+void send_hello_flags(int fd, uint16_t flags, int rank, int world, unsigned inc, const char *secret)
 {
 	struct cm_hello hello = {.incarnation = inc, .world_size = (uint32_t)world};
 	memcpy(hello.secret, secret, CM_SECRET_LEN);
 	uint8_t pl[CM_HELLO_PAYLOAD];
 	cm_hello_encode(&hello, pl);
-	send_frame(fd, CM_T_HELLO, 0, rank, rank, 0, 0, 0, pl, sizeof pl);
+	send_frame(fd, CM_T_HELLO, flags, rank, rank, 0, 0, 0, pl, sizeof pl);
+}
+
+void send_hello(int fd, int rank, int world, unsigned inc, const char *secret)
+{
+	send_hello_flags(fd, 0, rank, world, inc, secret);
+}
+
+void expect_quiet(int fd, int ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	ck_assert_int_eq(poll(&p, 1, ms), 0);
 }
 
 /* One frame; the payload (malloc'd, caller frees) in *payload. */

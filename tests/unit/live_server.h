@@ -50,6 +50,10 @@ int dial(void);
 void send_frame(int fd, uint8_t type, uint16_t flags, int32_t src, int32_t dst, int32_t tag,
                 uint32_t ctx, uint64_t clock, const void *payload, uint32_t len);
 void send_hello(int fd, int rank, int world, unsigned inc, const char *secret);
+void send_hello_flags(int fd, uint16_t flags, int rank, int world, unsigned inc,
+                      const char *secret);
+/* Nothing arrives on fd within ms milliseconds. */
+void expect_quiet(int fd, int ms);
 /* One frame; the payload (malloc'd, caller frees) in *payload. */
 void recv_frame(int fd, struct cm_header *h, uint8_t **payload);
 void expect_header_only(int fd, uint8_t type, uint64_t clock);

@@ -116,16 +116,21 @@ START_TEST(test_incarnations)
 	expect_error(dup, CM_E_STATE);
 	ck_assert(!cm_session_closing(old));
 
-	/* A newer incarnation replaces the old connection. */
+	/* A newer incarnation waits while the old connection lives; with
+	 * TAKEOVER it replaces it at once. */
 	post(old, 1, 0, 5, 0, 1); /* dropped with the old connection */
 	struct cm_session *s0 = join(0, 2);
-	struct cm_session *fresh = join_inc(1, 2, 1, NULL);
+	struct cm_session *waiting = hello_flags(0, 1, 2, 1);
+	expect_nothing(waiting);
+	ck_assert(!cm_session_closing(old));
+	struct cm_session *fresh = join_takeover(1, 2, 2);
+	expect_error(waiting, CM_E_STATE); /* replaced by the newer one */
 	expect_error(old, CM_E_STATE);
 	ck_assert(!cm_session_closing(fresh));
 
 	/* An older incarnation is refused. */
 	struct cm_session *older = sess_new();
-	hello_add(&b, 1, 2, 0, H_SECRET);
+	hello_add(&b, 1, 2, 1, H_SECRET);
 	feed_bytes(older, &b, SIZE_MAX);
 	bytes_free(&b);
 	expect_error(older, CM_E_STATE);

@@ -50,8 +50,9 @@ START_TEST(test_replace_live_session)
 	struct cm_session *a = join(0, 2), *b = join(1, 2);
 	post(b, 1, 0, 1, 0, 0);
 	send_str(a, 0, 1, 1, 0, "lost in the pipe");
-	/* b never drains its output: the rank died before reading it. */
-	struct cm_session *b1 = join_inc(1, 2, 1, NULL);
+	/* b never drains its output: the rank died before reading it, and its
+	 * connection does not end (a host cut off): the new one takes over. */
+	struct cm_session *b1 = join_takeover(1, 2, 1);
 	ck_assert(cm_session_closing(b));
 	post(b1, 1, 0, 1, 0, 0);
 	expect_deliver(b1, 0, 1, 0, "lost in the pipe");
@@ -270,6 +271,65 @@ static void expect_events(struct cm_session *s, int rank, const uint64_t *values
 	ck_assert_uint_eq(fr[n].h.clock, count);
 }
 
+/* A newer incarnation's HELLO waits for the dead one's connection to end:
+ * the frames still unread on it (a message, an event, a receive request) are
+ * processed first, so the new one replays them instead of re-deciding. */
+START_TEST(test_new_incarnation_waits_for_old)
+{
+	struct cm_session *a = join(0, 2), *b = join(1, 2);
+	send_str(a, 0, 1, 1, 0, "first");
+	struct cm_session *a1 = hello_flags(0, 0, 2, 1);
+	expect_nothing(a1);
+	ck_assert_int_eq(cm_session_rank(a1), -1);
+	/* Still in the old connection's socket when the HELLO came. */
+	send_str(a, 0, 1, 1, 1, "second");
+	event(a, 0, EV_KIND_TEST, 0, 42, SIZE_MAX);
+	post(a, 0, 1, 9, 0, 0);
+	post(b, 1, 0, 1, 0, 0);
+	expect_deliver(b, 0, 1, 0, "first");
+	post(b, 1, 0, 1, 0, 1);
+	expect_deliver(b, 0, 1, 1, "second");
+	send_str(b, 1, 0, 9, 0, "reply");
+	expect_deliver(a, 1, 9, 0, "reply");
+	expect_nothing(a1);
+
+	/* The dead incarnation's end of stream admits the new one. */
+	uint64_t next_clock = 0;
+	close_sess(a);
+	expect_hello_ack(a1, 0, &next_clock);
+	ck_assert_uint_eq(next_clock, 2);
+	event_ack_req(a1, 0, 1);
+	uint64_t v = 42;
+	expect_events(a1, 0, &v, 1, 1);
+	post(a1, 0, 1, 9, 0, 0); /* replayed from the record */
+	expect_deliver(a1, 1, 9, 0, "reply");
+	struct cm_core_stats st;
+	cm_core_stats(H.core, &st);
+	ck_assert_uint_eq(st.sessions_replaced, 0);
+}
+END_TEST
+
+/* A waiting incarnation that goes away leaves no trace; a second HELLO
+ * without TAKEOVER on it is refused. */
+START_TEST(test_waiting_incarnation_closes)
+{
+	struct cm_session *a = join(0, 2);
+	struct cm_session *a1 = hello_flags(0, 0, 2, 1);
+	expect_nothing(a1);
+	close_sess(a1);
+	struct cm_session *a2 = hello_flags(0, 0, 2, 2);
+	expect_nothing(a2);
+	struct bytes b = {0};
+	hello_add(&b, 0, 2, 2, H_SECRET);
+	feed_bytes(a2, &b, SIZE_MAX);
+	bytes_free(&b);
+	expect_error(a2, CM_E_STATE);
+	struct cm_session *a3 = hello_flags(0, 0, 2, 3);
+	close_sess(a);
+	expect_hello_ack(a3, 0, NULL);
+}
+END_TEST
+
 /* Events are logged silently (no reply: they ride the stream before the
  * rank's next frames), acknowledged by count on request, and replayed to
  * every later incarnation in order, the log growing across incarnations. */
@@ -294,7 +354,7 @@ START_TEST(test_events_two_restarts)
 	expect_nothing(a1);
 
 	/* Replaced while live: the log holds what incarnation 1 added. */
-	struct cm_session *a2 = join_inc(0, 2, 2, NULL);
+	struct cm_session *a2 = join_takeover(0, 2, 2);
 	ck_assert(cm_session_closing(a1));
 	event_ack_req(a2, 0, 1);
 	expect_events(a2, 0, v, 5, 5);
@@ -365,6 +425,8 @@ int main(void)
 	tcase_set_timeout(t, 60);
 	tcase_add_test(t, test_replay_in_order);
 	tcase_add_test(t, test_replace_live_session);
+	tcase_add_test(t, test_new_incarnation_waits_for_old);
+	tcase_add_test(t, test_waiting_incarnation_closes);
 	tcase_add_test(t, test_pending_not_replayed);
 	tcase_add_test(t, test_resend_dropped);
 	tcase_add_test(t, test_sync_resend_acked);

@@ -54,15 +54,21 @@ static inline void frame_add(struct bytes *b, uint8_t type, uint16_t flags, int3
 	bytes_add(b, payload, len);
 }
 
-static inline void hello_add(struct bytes *b, int32_t rank, uint32_t world, uint32_t incarnation,
-                             const char *secret)
+static inline void hello_add_flags(struct bytes *b, uint16_t flags, int32_t rank, uint32_t world,
+                                   uint32_t incarnation, const char *secret)
 {
 	struct cm_hello hello = {
 	    .incarnation = incarnation, .world_size = world, .kind = CM_PEER_RANK};
 	memcpy(hello.secret, secret, CM_SECRET_LEN);
 	uint8_t pl[CM_HELLO_PAYLOAD];
 	cm_hello_encode(&hello, pl);
-	frame_add(b, CM_T_HELLO, 0, rank, rank, 0, 0, 0, pl, sizeof pl);
+	frame_add(b, CM_T_HELLO, flags, rank, rank, 0, 0, 0, pl, sizeof pl);
+}
+
+static inline void hello_add(struct bytes *b, int32_t rank, uint32_t world, uint32_t incarnation,
+                             const char *secret)
+{
+	hello_add_flags(b, 0, rank, world, incarnation, secret);
 }
 
 /* ---- the core under test ---- */
@@ -215,13 +221,36 @@ static inline void expect_nothing(struct cm_session *s)
 	ck_assert_uint_eq(cm_session_out_pending(s), 0);
 }
 
-static struct cm_session *join_inc(int rank, int world, unsigned inc, uint64_t *ack_clock)
+static inline void expect_hello_ack(struct cm_session *s, int rank, uint64_t *ack_clock);
+
+/* A HELLO on a new session; the caller checks the answer (or its absence). */
+static struct cm_session *hello_flags(uint16_t flags, int rank, int world, unsigned inc)
 {
 	struct cm_session *s = sess_new();
 	struct bytes b = {0};
-	hello_add(&b, rank, (uint32_t)world, inc, H_SECRET);
+	hello_add_flags(&b, flags, rank, (uint32_t)world, inc, H_SECRET);
 	feed_bytes(s, &b, SIZE_MAX);
 	bytes_free(&b);
+	return s;
+}
+
+/* Takes over from a live older incarnation at once (CM_F_TAKEOVER). */
+static inline struct cm_session *join_takeover(int rank, int world, unsigned inc)
+{
+	struct cm_session *s = hello_flags(CM_F_TAKEOVER, rank, world, inc);
+	expect_hello_ack(s, rank, NULL);
+	return s;
+}
+
+static struct cm_session *join_inc(int rank, int world, unsigned inc, uint64_t *ack_clock)
+{
+	struct cm_session *s = hello_flags(0, rank, world, inc);
+	expect_hello_ack(s, rank, ack_clock);
+	return s;
+}
+
+static inline void expect_hello_ack(struct cm_session *s, int rank, uint64_t *ack_clock)
+{
 	struct rframe fr[2];
 	ck_assert_uint_eq(take(s, fr, 2), 1);
 	ck_assert_int_eq(fr[0].h.type, CM_T_HELLO_ACK);
@@ -230,7 +259,6 @@ static struct cm_session *join_inc(int rank, int world, unsigned inc, uint64_t *
 	ck_assert_int_eq(cm_session_rank(s), rank);
 	if (ack_clock)
 		*ack_clock = fr[0].h.clock;
-	return s;
 }
 
 static struct cm_session *join(int rank, int world)

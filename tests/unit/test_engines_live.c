@@ -15,7 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* A newer incarnation of a rank replaces its live connection: the old one
+/* A newer incarnation of a rank waits until the old connection ends (its
+ * last frames processed), or replaces it at once with TAKEOVER: the old one
  * gets ERROR(CM_E_STATE) and is closed; the new one is served; an older or
  * equal incarnation is refused. Messages logged meanwhile stay. */
 START_TEST(test_incarnation_replaces)
@@ -27,13 +28,27 @@ START_TEST(test_incarnation_replaces)
 	send_hello(b, 1, 2, 0, SECRET);
 	expect_header_only(b, CM_T_HELLO_ACK, 0);
 	send_frame(b, CM_T_MSG, 0, 1, 0, 3, 0, 0, "kept", 4);
-	int a2 = dial();
-	send_hello(a2, 0, 2, 1, SECRET);
-	expect_header_only(a2, CM_T_HELLO_ACK, 0);
-	expect_refused(a, CM_E_STATE);
 	int a1 = dial();
 	send_hello(a1, 0, 2, 1, SECRET);
+	expect_quiet(a1, 200);
+	send_frame(a, CM_T_MSG, 0, 0, 1, 4, 0, 0, "last", 4); /* still processed */
+	close(a);
+	expect_header_only(a1, CM_T_HELLO_ACK, 1);
+	int a2 = dial();
+	send_hello_flags(a2, CM_F_TAKEOVER, 0, 2, 2, SECRET);
+	expect_header_only(a2, CM_T_HELLO_ACK, 1);
 	expect_refused(a1, CM_E_STATE);
+	a1 = dial();
+	send_hello(a1, 0, 2, 1, SECRET);
+	expect_refused(a1, CM_E_STATE);
+	send_frame(b, CM_T_RECV_REQ, 0, 0, 1, 4, 0, 0, NULL, 0);
+	struct cm_header hb;
+	uint8_t *last;
+	recv_frame(b, &hb, &last);
+	ck_assert_int_eq(hb.type, CM_T_DELIVER);
+	ck_assert_uint_eq(hb.len, 4);
+	ck_assert(memcmp(last, "last", 4) == 0);
+	free(last);
 	send_frame(a2, CM_T_RECV_REQ, 0, 1, 0, 3, 0, 0, NULL, 0);
 	struct cm_header h;
 	uint8_t *got;

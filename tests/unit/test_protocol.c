@@ -109,7 +109,7 @@ START_TEST(wire_is_little_endian)
 	ck_assert_int_eq(buf[3], 0);
 	ck_assert_int_eq(buf[12], 0x0d);
 	ck_assert_int_eq(buf[15], 0x0a);
-	ck_assert_int_eq(buf[20], 100); /* len */
+	ck_assert_int_eq(buf[20], 100);  /* len */
 	ck_assert_int_eq(buf[24], 0x88); /* clock, least significant byte first */
 	ck_assert_int_eq(buf[31], 0x11);
 }
