@@ -137,6 +137,11 @@ struct cm_core_config {
 	 * delivered entries of a destination are dropped. UINT64_MAX = keep all. */
 	uint64_t log_mem;
 	struct cm_core_hooks hooks;
+	/* A rank's connection ended without BYE and without being refused or
+	 * replaced: the rank is probably dead (the dispatcher is told). Called
+	 * from cm_session_closed, GLOBAL held. NULL: nobody to tell. */
+	void (*rank_lost)(void *ctx, int rank, uint32_t incarnation);
+	void *rank_lost_ctx;
 };
 
 /* Counters for --verbose reports and tests. Read them in the GLOBAL domain;

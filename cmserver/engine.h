@@ -5,6 +5,7 @@
 #ifndef CHANMEM_ENGINE_H
 #define CHANMEM_ENGINE_H
 
+#include "monitor.h"
 #include "protocol.h"
 
 #include <stdint.h>
@@ -15,6 +16,7 @@ struct cm_server_opts {
 	uint64_t log_mem;     /* bytes of delivered log entries kept in memory */
 	unsigned threads;     /* multiplexer, specialized: worker loops (1..64) */
 	char secret[CM_SECRET_LEN];
+	struct cm_monitor *monitor; /* reports to the dispatcher (monitor.h), or NULL */
 };
 
 /* --threads bounds, and the environment variable that supplies the default

@@ -623,10 +623,16 @@ int cm_engine_threaded(const struct cm_server_opts *opts, int listen_fd,
 	                                       .out_lock = hook_out_lock,
 	                                       .out_unlock = hook_out_unlock}};
 	memcpy(cfg.secret, opts->secret, CM_SECRET_LEN);
+	if (opts->monitor) {
+		cfg.rank_lost = cm_monitor_rank_lost;
+		cfg.rank_lost_ctx = opts->monitor;
+	}
 	int status = 1;
 	e->core = cm_core_new(&cfg);
 	e->loop = ev_default_loop(EVFLAG_AUTO);
 	e->readers = calloc(topo->readers ? topo->readers : 1, sizeof *e->readers);
+	if (e->core && opts->monitor)
+		cm_monitor_attach(opts->monitor, e->core);
 	if (e->core == NULL || e->loop == NULL || e->readers == NULL) {
 		cm_err("cannot start: out of memory or no event loop");
 		goto out;
@@ -662,6 +668,8 @@ int cm_engine_threaded(const struct cm_server_opts *opts, int listen_fd,
 	ev_signal_stop(e->loop, &e->sigint);
 	status = 0;
 out:
+	if (opts->monitor) /* connections closed from here on are not failures */
+		cm_monitor_detach(opts->monitor);
 	shutdown_all(e);
 	if (e->core) {
 		struct cm_core_stats st;

@@ -248,6 +248,10 @@ int cm_engine_mono(const struct cm_server_opts *opts, int listen_fd)
 	                             .log_mem = opts->log_mem,
 	                             .hooks = {.ctx = &m, .wake = on_wake}};
 	memcpy(cfg.secret, opts->secret, CM_SECRET_LEN);
+	if (opts->monitor) {
+		cfg.rank_lost = cm_monitor_rank_lost;
+		cfg.rank_lost_ctx = opts->monitor;
+	}
 
 	m.loop = ev_default_loop(EVFLAG_AUTO);
 	if (m.loop == NULL) {
@@ -259,8 +263,12 @@ int cm_engine_mono(const struct cm_server_opts *opts, int listen_fd)
 		cm_err("out of memory");
 		return 1;
 	}
+	if (opts->monitor)
+		cm_monitor_attach(opts->monitor, m.core);
 	if (cm_set_nonblock(listen_fd, 1) < 0) {
 		cm_err("listening socket: %s", strerror(errno));
+		if (opts->monitor)
+			cm_monitor_detach(opts->monitor);
 		cm_core_free(m.core);
 		return 1;
 	}
@@ -292,6 +300,8 @@ int cm_engine_mono(const struct cm_server_opts *opts, int listen_fd)
 	        (unsigned long long)st.msgs_logged, (unsigned long long)st.bytes_logged,
 	        (unsigned long long)st.msgs_delivered, (unsigned long long)st.msgs_duplicate,
 	        (unsigned long long)st.frames_refused);
+	if (opts->monitor) /* connections closed from here on are not failures */
+		cm_monitor_detach(opts->monitor);
 	while (m.conns)
 		conn_close(m.conns, "server shutting down");
 	flush_dirty(&m);

@@ -72,6 +72,9 @@ static void usage(FILE *out)
 	    "  --listen ADDR:PORT   address to listen on (default 127.0.0.1:0; port 0 picks\n"
 	    "                       a free port). Prints 'cmserver: listening on HOST:PORT'.\n"
 	    "  --ready-fd N         once listening, write \"HOST:PORT\\n\" to fd N and close it\n"
+	    "  --report-fd N        report to the dispatcher on fd N (cmrun passes it): one\n"
+	    "                       line \"lost RANK INCARNATION\" per rank connection that\n"
+	    "                       ends without BYE\n"
 	    "  --max-message BYTES  largest message payload accepted (default 1GiB; units\n"
 	    "                       K, M, G, KiB, MiB, GiB; at least %d)\n"
 	    "  --log-mem BYTES      memory kept for delivered messages, the replay log\n"
@@ -131,6 +134,7 @@ int main(int argc, char **argv)
 		OPT_THREADS,
 		OPT_LISTEN,
 		OPT_READY_FD,
+		OPT_REPORT_FD,
 		OPT_MAX_MESSAGE,
 		OPT_LOG_MEM,
 		OPT_SECRET
@@ -140,6 +144,7 @@ int main(int argc, char **argv)
 	    {"threads", required_argument, NULL, OPT_THREADS},
 	    {"listen", required_argument, NULL, OPT_LISTEN},
 	    {"ready-fd", required_argument, NULL, OPT_READY_FD},
+	    {"report-fd", required_argument, NULL, OPT_REPORT_FD},
 	    {"max-message", required_argument, NULL, OPT_MAX_MESSAGE},
 	    {"log-mem", required_argument, NULL, OPT_LOG_MEM},
 	    {"secret-file", required_argument, NULL, OPT_SECRET},
@@ -149,7 +154,7 @@ int main(int argc, char **argv)
 	};
 	const char *threads_text = NULL, *threads_from = "--threads";
 	const char *mode = "mono", *listen_text = "127.0.0.1:0", *secret_file = NULL;
-	long ready_fd = -1;
+	long ready_fd = -1, report_fd = -1;
 	int verbosity = 0;
 	struct cm_server_opts opts = {.max_message = CM_DEFAULT_MAX_PAYLOAD,
 	                              .log_mem = default_log_mem()};
@@ -171,6 +176,10 @@ int main(int argc, char **argv)
 		case OPT_READY_FD:
 			if (cm_parse_long(optarg, 0, INT_MAX, &ready_fd) < 0)
 				bad_usage("--ready-fd '%s': not a file descriptor number", optarg);
+			break;
+		case OPT_REPORT_FD:
+			if (cm_parse_long(optarg, 0, INT_MAX, &report_fd) < 0)
+				bad_usage("--report-fd '%s': not a file descriptor number", optarg);
 			break;
 		case OPT_MAX_MESSAGE:
 			opts.max_message = (uint32_t)parse_size_opt("--max-message", optarg,
@@ -233,6 +242,8 @@ int main(int argc, char **argv)
 		          listen_text);
 	if (ready_fd >= 0 && fcntl((int)ready_fd, F_GETFD) < 0)
 		bad_usage("--ready-fd %ld: not an open file descriptor", ready_fd);
+	if (report_fd >= 0 && fcntl((int)report_fd, F_GETFD) < 0)
+		bad_usage("--report-fd %ld: not an open file descriptor", report_fd);
 	read_secret(secret_file, opts.secret);
 
 	/* Held back until the engine's ev_signal watchers take over, so a
@@ -271,5 +282,12 @@ int main(int argc, char **argv)
 		}
 		close((int)ready_fd);
 	}
-	return engine->run(&opts, lfd);
+	if (report_fd >= 0 && (opts.monitor = cm_monitor_new((int)report_fd)) == NULL) {
+		cm_err("out of memory");
+		close(lfd);
+		return 1;
+	}
+	int status = engine->run(&opts, lfd);
+	cm_monitor_free(opts.monitor);
+	return status;
 }

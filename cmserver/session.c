@@ -97,8 +97,12 @@ static void unpark(struct cm_session *s)
 
 void cm_session_closed(struct cm_session *s)
 {
-	if (__atomic_exchange_n(&s->state, CM_S_GONE, __ATOMIC_ACQ_REL) == CM_S_GONE)
+	enum cm_sess_state was = __atomic_exchange_n(&s->state, CM_S_GONE, __ATOMIC_ACQ_REL);
+	if (was == CM_S_GONE)
 		return;
+	const struct cm_core_config *cfg = &s->core->cfg;
+	if (was == CM_S_READY && s->registered && cfg->rank_lost)
+		cfg->rank_lost(cfg->rank_lost_ctx, s->rank, s->incarnation);
 	unpark(s);
 	int32_t rank = s->rank;
 	struct cm_session *next = s->successor;

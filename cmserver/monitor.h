@@ -1,0 +1,33 @@
+/* What a channel memory tells its dispatcher (cmrun), over a descriptor
+ * cmrun hands it (--report-fd): a rank whose connection ended without BYE
+ * (cmrun declares it failed), and the counters of cmrun's status line.
+ * One line per report, text, so it can be read with a line reader:
+ *
+ *   lost RANK INCARNATION
+ *
+ * A channel memory started without --report-fd has no monitor (NULL) and
+ * reports nothing. */
+#ifndef CHANMEM_MONITOR_H
+#define CHANMEM_MONITOR_H
+
+#include <stdint.h>
+
+struct cm_core;
+struct cm_monitor;
+
+/* NULL when out of memory. fd is written with blocking writes of whole
+ * lines; a dispatcher that has gone away (EPIPE) ends reporting, not the
+ * server. */
+struct cm_monitor *cm_monitor_new(int fd);
+void cm_monitor_free(struct cm_monitor *m);
+
+/* The engines call these: attach once the core exists, detach before it is
+ * freed (the monitor may read its counters in between). */
+void cm_monitor_attach(struct cm_monitor *m, struct cm_core *core);
+void cm_monitor_detach(struct cm_monitor *m);
+
+/* The core's rank_lost hook (ctx is the monitor). Called with GLOBAL held:
+ * must not block for long nor call into the core. */
+void cm_monitor_rank_lost(void *ctx, int rank, uint32_t incarnation);
+
+#endif
