@@ -6,52 +6,14 @@
 # point of failure deterministic; --kill-every covers cmrun's own injection.
 here=$(dirname "$0")
 . "$here/lib.sh"
+. "$here/ft_lib.sh"
 itest_setup
 
 NP=4
 ITERS=30
 
-# Output of ft_suite with --tag-output, each rank's lines in their order.
-ft_sorted() {
-	sort -s -k1,1 "$itest_work/$1.out"
-}
-
-# ft_ref NAME PATTERN: failure-free reference run.
-ft_ref() {
-	local name=$1 pattern=$2
-	itest_run "$name" "$NP" --tag-output -- ft_suite "$pattern" "$ITERS"
-	if [ "$itest_rc" -ne 0 ]; then
-		itest_fail "$name" "reference run exit status $itest_rc"
-		return 1
-	fi
-	ft_sorted "$name" >"$itest_work/$name.sorted"
-	itest_pass "$name"
-}
-
-# ft_same NAME REF [cmrun options] -- PROGRAM ARGS: exit 0, empty stderr,
-# same per-rank output as REF, no leftovers. FT_* come from the caller.
-ft_same() {
-	local name=$1 ref=$2
-	shift 2
-	itest_selected "$name" || return 0
-	local clean=0
-	itest_run "$name" "$NP" --tag-output "$@" || clean=1
-	if [ "$itest_rc" -ne 0 ]; then
-		itest_fail "$name" "exit status $itest_rc, expected 0"
-	elif ! diff -u "$itest_work/$ref.sorted" <(ft_sorted "$name") >"$itest_work/$name.diff"; then
-		itest_fail "$name" "output differs from the failure-free run:"
-		head -n 20 "$itest_work/$name.diff" | sed 's/^/    /'
-	elif [ -s "$itest_work/$name.err" ]; then
-		itest_fail "$name" "unexpected output on stderr"
-	elif [ "$clean" -ne 0 ]; then
-		itest_fail "$name" "processes left behind"
-	else
-		itest_pass "$name"
-	fi
-}
-
 for p in ring pingpong alltoall ssend; do
-	ft_ref "ft_ref_$p" "$p"
+	ft_ref "ft_ref_$p" -- ft_suite "$p" "$ITERS"
 done
 
 # One kill mid-run, for every pattern.

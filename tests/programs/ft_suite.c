@@ -2,10 +2,18 @@
  * can kill itself at a chosen point, on its first incarnations only, so a
  * test knows exactly where the failure happens:
  *
- *   ft_suite PATTERN [ITERATIONS]     PATTERN: ring, pingpong, alltoall, ssend
- *   FT_KILL_RANK=R FT_KILL_AT=I       rank R raises SIGKILL at iteration I ...
+ *   ft_suite PATTERN [ITERATIONS]     PATTERN: ring, pingpong, alltoall, ssend,
+ *                                     master (master/worker, MPI_ANY_SOURCE),
+ *                                     big (8 MiB messages around a ring)
+ *   FT_KILL_RANK=R[,R2...] FT_KILL_AT=I  these ranks raise SIGKILL at iteration I
+ *                                     (together: "two ranks at once") ...
  *   FT_KILL_TIMES=K                   ... while CHANMEM_INCARNATION < K (default 1)
+ *   FT_REKILL_AT=J                    incarnation 1 dies again at iteration J < I,
+ *                                     while it is still being replayed
  *   FT_SLEEP_MS=M                     sleep M ms per iteration (random-kill runs)
+ *
+ * In big, the kill comes after the iteration's 8 MiB MPI_Isend was started
+ * and before it is waited for: the rank dies in the middle of the transfer.
  *
  * Every rank prints one line per iteration (a running checksum of what it
  * received, content checked byte for byte) and rank 0 prints a summary
@@ -14,6 +22,7 @@
  * failures. */
 #include <mpi.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +30,8 @@
 #include <time.h>
 
 static int rank, size;
-static int kill_rank = -1, kill_at = -1, kill_times = 1, sleep_ms;
+static int kill_at = -1, kill_times = 1, rekill_at = -1, sleep_ms;
+static int is_victim; /* this rank is in FT_KILL_RANK */
 
 static int env_int(const char *name, int dflt)
 {
@@ -37,8 +47,10 @@ static void fail(const char *what, int iter)
 
 static void maybe_die(int iter)
 {
-	if (rank == kill_rank && iter == kill_at &&
-	    env_int("CHANMEM_INCARNATION", 0) < kill_times) {
+	int incarnation = env_int("CHANMEM_INCARNATION", 0);
+	bool die = is_victim && ((iter == kill_at && incarnation < kill_times) ||
+	                         (iter == rekill_at && incarnation == 1));
+	if (die) {
 		fflush(stdout);
 		raise(SIGKILL);
 	}
@@ -189,6 +201,112 @@ static uint64_t ssend_chain(int iters)
 	return sum;
 }
 
+/* Master/worker: each round rank 0 hands out TASKS tasks, one at a time, to
+ * whichever worker asks first (MPI_ANY_SOURCE), and combines the results
+ * commutatively, so what it prints does not depend on who did what. Workers
+ * print only that they finished the round. */
+#define TASKS 12
+/* Per-round tags: a worker done with round i asks for round i+1's work while
+ * the master still collects round i. */
+#define TAG_ASK(round) (100 + 2 * (round))
+#define TAG_TASK(round) (101 + 2 * (round))
+#define STOP_TASK -1
+
+static uint64_t task_result(int task, int round)
+{
+	unsigned char b[64];
+	fill(b, sizeof b, task, round, round);
+	return mix(14695981039346656037ull, b, sizeof b);
+}
+
+static uint64_t master_worker(int iters)
+{
+	uint64_t sum = 0;
+	for (int it = 0; it < iters; it++) {
+		maybe_die(it);
+		if (rank == 0) {
+			uint64_t round = 0;
+			int handed = 0, stopped = 0;
+			while (stopped < size - 1) {
+				uint64_t ask[2]; /* {result of the previous task or 0, task id + 1} */
+				MPI_Status st;
+				MPI_Recv(ask, 2, MPI_UINT64_T, MPI_ANY_SOURCE, TAG_ASK(it), MPI_COMM_WORLD,
+				         &st);
+				if (ask[1] != 0) {
+					if (ask[0] != task_result((int)ask[1] - 1, it))
+						fail("master: wrong result", it);
+					round += ask[0];
+				}
+				int task = handed < TASKS ? handed++ : STOP_TASK;
+				stopped += task == STOP_TASK;
+				MPI_Send(&task, 1, MPI_INT, st.MPI_SOURCE, TAG_TASK(it), MPI_COMM_WORLD);
+			}
+			sum += round;
+			printf("master it %d sum %016llx\n", it, (unsigned long long)sum);
+		} else {
+			uint64_t ask[2] = {0, 0};
+			for (;;) {
+				MPI_Send(ask, 2, MPI_UINT64_T, 0, TAG_ASK(it), MPI_COMM_WORLD);
+				int task;
+				MPI_Recv(&task, 1, MPI_INT, 0, TAG_TASK(it), MPI_COMM_WORLD,
+				         MPI_STATUS_IGNORE);
+				if (task == STOP_TASK)
+					break;
+				ask[0] = task_result(task, it);
+				ask[1] = (uint64_t)task + 1;
+			}
+			printf("worker it %d done\n", it);
+		}
+	}
+	return rank == 0 ? sum : 0;
+}
+
+/* 8 MiB around a ring, Isend/Recv/Wait, every byte checked. */
+#define BIG (8 << 20)
+
+static uint64_t big_ring(int iters)
+{
+	uint64_t sum = 14695981039346656037ull;
+	int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+	unsigned char *buf = malloc(BIG), *out = malloc(BIG);
+	if (buf == NULL || out == NULL)
+		fail("out of memory", 0);
+	for (int it = 0; it < iters; it++) {
+		int n = BIG - it; /* a different length each time */
+		fill(out, n, rank, next, it);
+		MPI_Request req;
+		MPI_Isend(out, n, MPI_BYTE, next, it, MPI_COMM_WORLD, &req);
+		maybe_die(it);
+		MPI_Status st;
+		MPI_Recv(buf, BIG, MPI_BYTE, prev, it, MPI_COMM_WORLD, &st);
+		MPI_Wait(&req, MPI_STATUS_IGNORE);
+		int count;
+		MPI_Get_count(&st, MPI_BYTE, &count);
+		if (count != n)
+			fail("big count", it);
+		check(buf, n, prev, rank, it);
+		sum = mix(sum, buf, 4096);
+		printf("big it %d sum %016llx\n", it, (unsigned long long)sum);
+	}
+	free(buf);
+	free(out);
+	return sum;
+}
+
+static bool listed(const char *list, int r)
+{
+	for (const char *p = list; p && *p;) {
+		char *end;
+		long v = strtol(p, &end, 10);
+		if (end == p)
+			return false;
+		if (v == r)
+			return true;
+		p = *end == ',' ? end + 1 : end;
+	}
+	return false;
+}
+
 int main(int argc, char **argv)
 {
 	MPI_Init(&argc, &argv);
@@ -196,13 +314,15 @@ int main(int argc, char **argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	const char *pattern = argc > 1 ? argv[1] : "ring";
 	int iters = argc > 2 ? atoi(argv[2]) : 50;
-	kill_rank = env_int("FT_KILL_RANK", -1);
+	is_victim = listed(getenv("FT_KILL_RANK"), rank);
 	kill_at = env_int("FT_KILL_AT", -1);
 	kill_times = env_int("FT_KILL_TIMES", 1);
+	rekill_at = env_int("FT_REKILL_AT", -1);
 	sleep_ms = env_int("FT_SLEEP_MS", 0);
 	if (iters < 1 || iters > 100000 || (strcmp(pattern, "pingpong") == 0 && size < 2)) {
 		if (rank == 0)
-			fprintf(stderr, "usage: ft_suite ring|pingpong|alltoall|ssend [1..100000]"
+			fprintf(stderr, "usage: ft_suite ring|pingpong|alltoall|ssend|master|big"
+			                " [1..100000]"
 			                " (pingpong needs 2 ranks)\n");
 		MPI_Finalize();
 		return 2;
@@ -217,6 +337,10 @@ int main(int argc, char **argv)
 		sum = alltoall(iters);
 	else if (strcmp(pattern, "ssend") == 0)
 		sum = ssend_chain(iters);
+	else if (strcmp(pattern, "master") == 0)
+		sum = master_worker(iters);
+	else if (strcmp(pattern, "big") == 0)
+		sum = big_ring(iters);
 	else
 		fail("unknown pattern", 0), sum = 0;
 
