@@ -1,0 +1,111 @@
+/* Internal to the threaded engines (engine_common.c, engine_conn.c,
+ * engine_workers.c): connections, workers and the engine object. The
+ * overview of how they work together is at the top of engine_common.c. */
+#ifndef CHANMEM_ENGINE_THREADED_H
+#define CHANMEM_ENGINE_THREADED_H
+
+#include "engine_common.h"
+#include "engine_locks.h"
+
+#include <ev.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define READS_PER_EVENT 16 /* full-buffer reads before yielding to other sockets */
+#define CLOSE_LINGER 2.0   /* seconds a refused peer gets to read its ERROR */
+#define ACCEPT_PAUSE 0.1   /* seconds without accepting after EMFILE and the like */
+
+/* Mailbox flags. */
+enum { R_WRITE_FAILED = 1, R_LINGER = 2, R_FINAL = 4, W_FLUSH = 1, W_CLOSE = 2 };
+
+struct eng;
+struct worker;
+
+struct conn {
+	struct eng *e;
+	struct worker *rd, *wr;
+	struct cm_session *s;
+	/* The reader's and the writer's descriptors of the socket: a dup when
+	 * they are different threads, so each closes its own right after
+	 * stopping its watcher in its own loop (libev may still touch an fd it
+	 * has stopped watching, until its next iteration). */
+	int fd, wfd;
+	uint32_t refs; /* atomic */
+	ev_io rw;      /* reader's loop */
+	bool rd_done;  /* reader thread only */
+	/* Held by the reader while the core processes its input: see
+	 * error_settled. */
+	pthread_mutex_t in_mu;
+	ev_timer linger;
+	ev_io ww; /* writer's loop */
+	/* Writer thread only; apart from rd_done so that no access of one
+	 * thread covers the other's byte. */
+	bool wr_done, wr_failed, shut_wr;
+	/* Mailbox links and flags: guarded by the mutex of the worker. */
+	struct conn *new_next, *rq_next, *wq_next;
+	unsigned rq_flags, wq_flags;
+	struct conn *reg_prev, *reg_next; /* e->reg, under e->reg_mu */
+};
+
+struct post {
+	struct conn *c;
+	unsigned flags;
+};
+
+struct worker {
+	struct eng *e;
+	struct ev_loop *loop;
+	pthread_t thread;
+	ev_async async;
+	bool one_shot;      /* thread-per-client: ends with its connection */
+	unsigned live;      /* connections it reads (its thread only) */
+	unsigned load;      /* atomic: connections handed to it */
+	bool stop;          /* atomic */
+	pthread_mutex_t mu; /* the three mailboxes */
+	struct conn *new_head, *rq_head, *wq_head;
+	struct post *batch; /* drain scratch (its thread only) */
+	size_t batch_cap;
+	struct worker *next; /* e->workers, under e->reg_mu */
+	bool finished;       /* one_shot: the thread returned (under e->reg_mu) */
+};
+
+struct eng {
+	struct eng_locks locks;
+	struct cm_core *core;
+	struct eng_topology topo;
+	struct worker **readers; /* topo.readers of them */
+	struct worker *sender;
+	struct ev_loop *loop; /* the accepting thread's */
+	int listen_fd;
+	ev_io accept_w;
+	ev_timer accept_pause;
+	ev_signal sigterm, sigint;
+	pthread_mutex_t reg_mu;
+	struct conn *reg;       /* connections whose socket is open */
+	struct worker *workers; /* every worker not yet joined */
+};
+
+/* The worker whose thread this is (NULL in the accepting thread). */
+extern __thread struct worker *eng_current_worker;
+
+/* engine_conn.c: the reader and writer roles of a connection. */
+void eng_conn_unref(struct conn *c);
+void eng_on_wake(void *ctx, struct cm_session *s);
+void eng_hook_out_lock(void *ctx, struct cm_session *s);
+void eng_hook_out_unlock(void *ctx, struct cm_session *s);
+void eng_reader_stop(struct conn *c, const char *why);
+void eng_on_readable(struct ev_loop *loop, ev_io *w, int revents);
+void eng_on_linger(struct ev_loop *loop, ev_timer *w, int revents);
+void eng_writer_flush(struct conn *c);
+void eng_on_writable(struct ev_loop *loop, ev_io *w, int revents);
+void eng_writer_close(struct conn *c);
+
+/* engine_workers.c: event-loop threads and their mailboxes. */
+void eng_worker_post(struct worker *w, struct conn *c, unsigned rflags, unsigned wflags);
+struct worker *eng_worker_start(struct eng *e, bool one_shot);
+void eng_reap_workers(struct eng *e);
+void eng_stop_workers(struct eng *e);
+
+#endif
