@@ -7,24 +7,22 @@
  * the non-blocking calls (mpi_pt2pt.c).
  *
  * Cancel. Only receives can be cancelled, and only while no message has
- * matched them:
- * - direct transport: the receive waits in this process's posted-receive
- *   queue until a message header arrives; cancelling unlinks it from there
- *   (transport_cancel_recv below). Once a header matched it, the message is
- *   being delivered and the receive completes normally.
- * - cm transport: the receive was sent to the channel memory as a
- *   RECV_REQ when it was posted, and the protocol has no way to withdraw
- *   one. The request then completes normally when a message matches it
- *   (MPI_Test_cancelled says false), which MPI allows for an operation
- *   that cannot be cancelled; a wait on a cancelled receive that nothing
- *   will ever match does not return. This also keeps the cm transport free
- *   of a new nondeterministic outcome to log.
- * A send is never cancelled: it completes normally. */
+ * matched them; the transport decides (struct cm_transport's cancel):
+ * - direct: the receive is unlinked from this process's posted queue if
+ *   no message header has matched it yet;
+ * - cm: the channel memory that matches the rank's receives decides
+ *   (CANCEL/CANCEL_ACK) and records the outcome, so a re-executed rank
+ *   gets the same one (docs/protocol.md);
+ * - repl: cancelled only if every live replica still has it posted (each
+ *   votes to the master, which logs the decision for all of them).
+ * When it is too late the receive completes normally with its message
+ * (MPI_Test_cancelled says false), as MPI allows. A transport without a
+ * cancel entry never cancels. A send is never cancelled: it completes
+ * normally. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "mpi_internal.h"
-#include "transport_direct.h"
 
 /* ---- creating and starting ---- */
 
@@ -169,21 +167,17 @@ int MPI_Startall(int count, MPI_Request array_of_requests[])
 
 /* ---- cancel ---- */
 
-/* Withdraws a posted receive the transport has not matched yet. Returns 1
- * if it did (the transport no longer knows op), 0 if the receive is
- * matched, or the transport cannot withdraw it.
- *
- * Only the direct transport can: it matches in this process, so the
- * receive is withdrawn from its matching queue (cm_match_unpost). This
- * still looks inside the direct transport's state because struct
- * cm_transport has no cancel entry yet; under cm the receive lives at the
- * channel memory and needs a CANCEL frame the CM logs (not built). */
+/* Withdraws a posted receive the transport has not matched yet: 1 if it
+ * did (the transport has forgotten op), 0 if op completes normally, -1 on
+ * a transport failure. */
 static int transport_cancel_recv(struct cm_req *op)
 {
-	if (strcmp(cm_mpi.transport.name, "direct") != 0)
+	int cancelled = 0;
+	if (cm_mpi.transport.cancel == NULL)
 		return 0;
-	struct direct *s = cm_mpi.transport.state;
-	return cm_match_unpost(&s->match, op);
+	if (cm_mpi.transport.cancel(&cm_mpi.transport, op, &cancelled) < 0)
+		return -1;
+	return cancelled;
 }
 
 int MPI_Cancel(MPI_Request *request)
@@ -192,9 +186,15 @@ int MPI_Cancel(MPI_Request *request)
 	struct cm_mpi_request *r = request ? cm_mpi_req_get(*request) : NULL;
 	if (!r)
 		return cm_mpi_raise(NULL, MPI_ERR_REQUEST, "MPI_Cancel");
-	if (r->state != CM_RQ_ACTIVE || r->op.kind != CM_REQ_RECV || r->op.done)
+	/* A receive that is done asks the transport too: whether it is done
+	 * yet depends on timing, and a transport that logs its answer (repl)
+	 * must be asked the same number of times by every replica. */
+	if (r->state != CM_RQ_ACTIVE || r->op.kind != CM_REQ_RECV)
 		return MPI_SUCCESS; /* completes (or completed) normally */
-	if (!transport_cancel_recv(&r->op))
+	int cancelled = transport_cancel_recv(&r->op);
+	if (cancelled < 0)
+		return cm_mpi_raise(r->comm, MPI_ERR_OTHER, "MPI_Cancel");
+	if (!cancelled)
 		return MPI_SUCCESS;
 	free(r->bounce);
 	r->bounce = NULL;

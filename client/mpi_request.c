@@ -1,5 +1,6 @@
-/* Requests: the handle table and the completion calls (Wait/Test and their
- * any/all/some forms, Request_free).
+/* Requests: the handle table and the completion calls whose outcome does not
+ * depend on timing (MPI_Wait, MPI_Waitall, MPI_Request_free); the Test
+ * family, Waitany and Waitsome are in mpi_test.c.
  *
  * A request object is allocated once and never moves (the transport links
  * its struct cm_req into its queues); the table maps handle indexes to
@@ -8,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mpi_internal.h"
+#include "mpi_test.h"
 
 static struct cm_mpi_request **slots;
 static unsigned nslots, slots_cap;
@@ -185,9 +186,9 @@ void cm_mpi_req_shutdown(void)
 	free_list = detached_list = NULL;
 }
 
-/* ---- the MPI calls ---- */
+/* ---- request arrays (mpi_test.h) and the MPI calls ---- */
 
-static int check_request_array(int count, const MPI_Request reqs[], const char *func)
+int cm_mpi_check_request_array(int count, const MPI_Request reqs[], const char *func)
 {
 	if (count < 0)
 		return cm_mpi_raise(NULL, MPI_ERR_COUNT, func);
@@ -199,17 +200,13 @@ static int check_request_array(int count, const MPI_Request reqs[], const char *
 	return MPI_SUCCESS;
 }
 
-/* An active request, or NULL for a null or inactive one (the any/some
- * calls ignore both). */
-static struct cm_mpi_request *active_req(MPI_Request handle)
+struct cm_mpi_request *cm_mpi_active_req(MPI_Request handle)
 {
 	struct cm_mpi_request *r = cm_mpi_req_get(handle);
 	return r && r->state != CM_RQ_INACTIVE ? r : NULL;
 }
 
-/* Finishes one request the caller found complete; raises its error. The
- * handle becomes MPI_REQUEST_NULL unless the request is persistent. */
-static int finish_one(MPI_Request *handle, struct cm_mpi_request *r, MPI_Status *status,
+int cm_mpi_finish_one(MPI_Request *handle, struct cm_mpi_request *r, MPI_Status *status,
                       const char *func)
 {
 	struct cm_mpi_comm *c = r->comm; /* kept alive for the error handler */
@@ -236,35 +233,12 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status)
 		return cm_mpi_raise(NULL, MPI_ERR_REQUEST, "MPI_Wait");
 	if (cm_mpi_req_wait(r) < 0)
 		return cm_mpi_raise(r->comm, MPI_ERR_OTHER, "MPI_Wait");
-	return finish_one(request, r, status, "MPI_Wait");
+	return cm_mpi_finish_one(request, r, status, "MPI_Wait");
 }
 
-int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
-{
-	CM_MPI_REQUIRE_INIT("MPI_Test");
-	if (!request)
-		return cm_mpi_raise(NULL, MPI_ERR_REQUEST, "MPI_Test");
-	if (!flag)
-		return cm_mpi_raise(NULL, MPI_ERR_ARG, "MPI_Test");
-	if (*request == MPI_REQUEST_NULL) {
-		*flag = 1;
-		cm_mpi_status_empty(status);
-		return MPI_SUCCESS;
-	}
-	struct cm_mpi_request *r = cm_mpi_req_get(*request);
-	if (!r)
-		return cm_mpi_raise(NULL, MPI_ERR_REQUEST, "MPI_Test");
-	if (cm_mpi_progress(0) < 0)
-		return cm_mpi_raise(r->comm, MPI_ERR_OTHER, "MPI_Test");
-	*flag = cm_mpi_req_poll(r);
-	if (!*flag)
-		return MPI_SUCCESS;
-	return finish_one(request, r, status, "MPI_Test");
-}
-
-/* Every request of the array is complete or null: finish them all. An
- * error on any puts every status's MPI_ERROR in play (MPI_ERR_IN_STATUS). */
-static int finish_all(int count, MPI_Request reqs[], MPI_Status statuses[], const char *func)
+/* An error on any request puts every status's MPI_ERROR in play
+ * (MPI_ERR_IN_STATUS). */
+int cm_mpi_finish_all(int count, MPI_Request reqs[], MPI_Status statuses[], const char *func)
 {
 	struct cm_mpi_comm *err_comm = NULL;
 	for (int i = 0; i < count && !err_comm; i++) {
@@ -297,7 +271,7 @@ static int finish_all(int count, MPI_Request reqs[], MPI_Status statuses[], cons
 int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[])
 {
 	CM_MPI_REQUIRE_INIT("MPI_Waitall");
-	int rc = check_request_array(count, array_of_requests, "MPI_Waitall");
+	int rc = cm_mpi_check_request_array(count, array_of_requests, "MPI_Waitall");
 	if (rc)
 		return rc;
 	/* Requests complete roughly in order: skip the finished prefix so a
@@ -317,187 +291,7 @@ int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_
 			return cm_mpi_raise(r->comm, MPI_ERR_OTHER, "MPI_Waitall");
 		}
 	}
-	return finish_all(count, array_of_requests, array_of_statuses, "MPI_Waitall");
-}
-
-int MPI_Testall(int count, MPI_Request array_of_requests[], int *flag,
-                MPI_Status array_of_statuses[])
-{
-	CM_MPI_REQUIRE_INIT("MPI_Testall");
-	int rc = check_request_array(count, array_of_requests, "MPI_Testall");
-	if (rc)
-		return rc;
-	if (!flag)
-		return cm_mpi_raise(NULL, MPI_ERR_ARG, "MPI_Testall");
-	if (cm_mpi_progress(0) < 0)
-		return cm_mpi_raise(NULL, MPI_ERR_OTHER, "MPI_Testall");
-	*flag = 0;
-	for (int i = 0; i < count; i++) {
-		struct cm_mpi_request *r = cm_mpi_req_get(array_of_requests[i]);
-		if (r && !cm_mpi_req_poll(r))
-			return MPI_SUCCESS;
-	}
-	*flag = 1;
-	return finish_all(count, array_of_requests, array_of_statuses, "MPI_Testall");
-}
-
-/* The first complete request of the array: its index, MPI_UNDEFINED if
- * all are null or inactive, or -1 if some are still pending. */
-static int find_complete(int count, MPI_Request reqs[])
-{
-	int live = 0;
-	for (int i = 0; i < count; i++) {
-		struct cm_mpi_request *r = active_req(reqs[i]);
-		if (!r)
-			continue;
-		live++;
-		if (cm_mpi_req_poll(r))
-			return i;
-	}
-	return live ? -1 : MPI_UNDEFINED;
-}
-
-int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index, MPI_Status *status)
-{
-	CM_MPI_REQUIRE_INIT("MPI_Waitany");
-	int rc = check_request_array(count, array_of_requests, "MPI_Waitany");
-	if (rc)
-		return rc;
-	if (!index)
-		return cm_mpi_raise(NULL, MPI_ERR_ARG, "MPI_Waitany");
-	int i;
-	while ((i = find_complete(count, array_of_requests)) == -1)
-		if (cm_mpi_progress(-1) < 0)
-			return cm_mpi_raise(NULL, MPI_ERR_OTHER, "MPI_Waitany");
-	*index = i;
-	if (i == MPI_UNDEFINED) {
-		cm_mpi_status_empty(status);
-		return MPI_SUCCESS;
-	}
-	return finish_one(&array_of_requests[i], cm_mpi_req_get(array_of_requests[i]), status,
-	                  "MPI_Waitany");
-}
-
-int MPI_Testany(int count, MPI_Request array_of_requests[], int *index, int *flag,
-                MPI_Status *status)
-{
-	CM_MPI_REQUIRE_INIT("MPI_Testany");
-	int rc = check_request_array(count, array_of_requests, "MPI_Testany");
-	if (rc)
-		return rc;
-	if (!index || !flag)
-		return cm_mpi_raise(NULL, MPI_ERR_ARG, "MPI_Testany");
-	if (cm_mpi_progress(0) < 0)
-		return cm_mpi_raise(NULL, MPI_ERR_OTHER, "MPI_Testany");
-	int i = find_complete(count, array_of_requests);
-	if (i == -1) {
-		*flag = 0;
-		*index = MPI_UNDEFINED;
-		return MPI_SUCCESS;
-	}
-	*flag = 1;
-	*index = i;
-	if (i == MPI_UNDEFINED) {
-		cm_mpi_status_empty(status);
-		return MPI_SUCCESS;
-	}
-	return finish_one(&array_of_requests[i], cm_mpi_req_get(array_of_requests[i]), status,
-	                  "MPI_Testany");
-}
-
-/* Collects the complete requests into indices. Returns how many, or
- * MPI_UNDEFINED if every request is null or inactive. */
-static int collect_complete(int count, MPI_Request reqs[], int indices[])
-{
-	int live = 0, done = 0;
-	for (int i = 0; i < count; i++) {
-		struct cm_mpi_request *r = active_req(reqs[i]);
-		if (!r)
-			continue;
-		live++;
-		if (cm_mpi_req_poll(r))
-			indices[done++] = i;
-	}
-	return live ? done : MPI_UNDEFINED;
-}
-
-static int finish_some(int done, MPI_Request reqs[], const int indices[], MPI_Status statuses[],
-                       const char *func)
-{
-	struct cm_mpi_comm *err_comm = NULL;
-	for (int k = 0; k < done && !err_comm; k++) {
-		struct cm_mpi_request *r = cm_mpi_req_get(reqs[indices[k]]);
-		if (r && r->error)
-			err_comm = r->comm;
-	}
-	if (err_comm)
-		cm_mpi_comm_ref(err_comm);
-	for (int k = 0; k < done; k++) {
-		MPI_Status *st = statuses == MPI_STATUSES_IGNORE ? NULL : &statuses[k];
-		struct cm_mpi_request *r = cm_mpi_req_get(reqs[indices[k]]);
-		if (!r) { /* a handle listed twice */
-			cm_mpi_status_empty(st);
-			continue;
-		}
-		if (!r->persistent)
-			reqs[indices[k]] = MPI_REQUEST_NULL;
-		int err = cm_mpi_req_finish(r, st);
-		if (err_comm && st)
-			st->MPI_ERROR = err;
-	}
-	if (!err_comm)
-		return MPI_SUCCESS;
-	int rc = cm_mpi_raise(err_comm, MPI_ERR_IN_STATUS, func);
-	cm_mpi_comm_unref(err_comm);
-	return rc;
-}
-
-static int check_some_args(int incount, MPI_Request reqs[], int *outcount, int indices[],
-                           const char *func)
-{
-	int rc = check_request_array(incount, reqs, func);
-	if (rc)
-		return rc;
-	if (!outcount || (incount > 0 && !indices))
-		return cm_mpi_raise(NULL, MPI_ERR_ARG, func);
-	return MPI_SUCCESS;
-}
-
-int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
-                 int array_of_indices[], MPI_Status array_of_statuses[])
-{
-	CM_MPI_REQUIRE_INIT("MPI_Waitsome");
-	int rc =
-	    check_some_args(incount, array_of_requests, outcount, array_of_indices, "MPI_Waitsome");
-	if (rc)
-		return rc;
-	int done;
-	while ((done = collect_complete(incount, array_of_requests, array_of_indices)) == 0)
-		if (cm_mpi_progress(-1) < 0)
-			return cm_mpi_raise(NULL, MPI_ERR_OTHER, "MPI_Waitsome");
-	*outcount = done;
-	if (done == MPI_UNDEFINED)
-		return MPI_SUCCESS;
-	return finish_some(done, array_of_requests, array_of_indices, array_of_statuses,
-	                   "MPI_Waitsome");
-}
-
-int MPI_Testsome(int incount, MPI_Request array_of_requests[], int *outcount,
-                 int array_of_indices[], MPI_Status array_of_statuses[])
-{
-	CM_MPI_REQUIRE_INIT("MPI_Testsome");
-	int rc =
-	    check_some_args(incount, array_of_requests, outcount, array_of_indices, "MPI_Testsome");
-	if (rc)
-		return rc;
-	if (cm_mpi_progress(0) < 0)
-		return cm_mpi_raise(NULL, MPI_ERR_OTHER, "MPI_Testsome");
-	int done = collect_complete(incount, array_of_requests, array_of_indices);
-	*outcount = done;
-	if (done == MPI_UNDEFINED || done == 0)
-		return MPI_SUCCESS;
-	return finish_some(done, array_of_requests, array_of_indices, array_of_statuses,
-	                   "MPI_Testsome");
+	return cm_mpi_finish_all(count, array_of_requests, array_of_statuses, "MPI_Waitall");
 }
 
 int MPI_Request_free(MPI_Request *request)

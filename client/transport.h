@@ -60,6 +60,15 @@ struct cm_probe_result {
 
 /* What a transport needs to start: parsed from the job environment
  * (common/jobenv.h) by client/env.c. */
+/* Where a rank restored from a checkpoint image resumes: its next send
+ * clock, next request id, and the number of its events the image already
+ * consumed. */
+struct cm_resume {
+	uint64_t clock;
+	uint64_t reqid;
+	uint64_t events;
+};
+
 struct cm_job {
 	int rank;
 	int size;
@@ -75,6 +84,9 @@ struct cm_job {
 	int replica;
 	int replicas;
 	char **repl_peers;
+	/* A checkpoint image's counters (set by MPI_Init before init), or NULL:
+	 * start from the beginning. */
+	const struct cm_resume *resume;
 };
 
 struct cm_transport {
@@ -106,12 +118,33 @@ struct cm_transport {
 	 * after this call) and *replayed = 0. Returns 0, or -1 after printing
 	 * why (a replayed event of another kind: the re-execution diverged). */
 	int (*event)(struct cm_transport *t, uint32_t kind, void *value, size_t len, int *replayed);
+	/* Optional (NULL: receives cannot be cancelled; they complete
+	 * normally). MPI_Cancel of the posted receive req, not done yet:
+	 * *cancelled = 1 when it was withdrawn before any message matched it
+	 * (the transport has forgotten req and never completes it), 0 when it
+	 * is too late (req completes normally, maybe already has). Under a
+	 * fault-tolerant transport the outcome is logged and a re-execution
+	 * gets the same one. Returns 0, or -1 after printing why. */
+	int (*cancel)(struct cm_transport *t, struct cm_req *req, int *cancelled);
+	/* Optional (NULL: this transport cannot resume from a checkpoint
+	 * image). The counters an image must hold (client/ckpt_app.c), once
+	 * everything sent so far is processed where it was sent: 0; 1 while a
+	 * request is outstanding (nothing taken); -1 after printing why. */
+	int (*snapshot)(struct cm_transport *t, struct cm_resume *out);
+	/* Optional. The image holding *state is committed: the home CM may
+	 * drop the log entries and events it consumed (garbage collection). */
+	void (*ckpt_committed)(struct cm_transport *t, const struct cm_resume *state);
 	void *state;
 };
 
 /* Kinds of logged events (the EVENT frame's tag). */
 enum cm_event_kind {
 	CM_EV_WTIME = 1, /* an MPI_Wtime value: 8-byte LE IEEE double */
+	/* 2: a cancel decision of the replication transport (REPL_EV_CANCEL) */
+	CM_EV_TEST = 3, /* a completion call's outcome (MPI_Test & co): 8-byte LE record,
+	                   client/mpi_nondet.c */
+	CM_EV_PROBE = 4, /* a probe answer decided by a replication master: LE int32 source
+	                    (-1: none), int32 tag (the cm transport's CM records probes) */
 };
 
 /* Transport constructors: fill *t. */

@@ -9,6 +9,7 @@
  * it, its payload read straight into the receive buffer. Probes ask the
  * home CM (PROBE/PROBE_REPLY). Finalize says BYE to every CM and waits for
  * BYE_ACK. Losing a CM is fatal: progress returns -1 after saying which.
+ * MPI_Cancel of a receive asks the home CM (CANCEL/CANCEL_ACK).
  *
  * Nondeterministic events (the event hook: MPI_Wtime values) are logged at
  * our home CM before anything that may depend on them leaves: an EVENT frame
@@ -68,6 +69,10 @@ struct cmt {
 
 	int probe_waiting;
 	uint64_t probe_id;
+	/* MPI_Cancel of a receive: CANCEL sent, CANCEL_ACK awaited. */
+	int cancel_waiting;
+	uint64_t cancel_id;
+	int cancel_result; /* the CM withdrew the request */
 	struct cm_probe_result probe_result;
 	uint8_t probe_buf[CM_PROBE_REPLY_PAYLOAD];
 
@@ -82,6 +87,8 @@ struct cmt {
 	int ev_fetching;       /* EVENT_ACK|REPLAY sent, its answer not yet in */
 	struct cm_replayed_event *replay;
 	uint64_t nreplay, replay_cap;
+	uint64_t replay_base;  /* index of replay[0]: events a checkpoint image consumed */
+	unsigned sync_pending; /* snapshot: EVENT_ACKs awaited from every CM */
 	uint8_t ev_buf[CM_EVENT_PAYLOAD_MAX];
 };
 
@@ -139,16 +146,21 @@ static int on_header(struct cm_conn *c, const struct cm_header *h, struct cm_sin
 		if (c->peer != s->myhome || !s->ev_fetching)
 			return cm_conn_fail(c, "EVENT %llu not asked for",
 			                    (unsigned long long)h->clock);
-		if (h->clock != s->nreplay)
+		if (h->clock != s->replay_base + s->nreplay)
 			return cm_conn_fail(c, "replayed EVENT %llu, expected %llu",
 			                    (unsigned long long)h->clock,
-			                    (unsigned long long)s->nreplay);
+			                    (unsigned long long)(s->replay_base + s->nreplay));
 		*sink = (struct cm_sink){.buf = s->ev_buf, .cap = sizeof s->ev_buf};
 		return 0;
 	case CM_T_EVENT_ACK:
-		if (c->peer != s->myhome)
+		if (c->peer != s->myhome && s->sync_pending == 0)
 			return cm_conn_fail(c,
 			                    "EVENT_ACK from a channel memory that is not our home");
+		return 0;
+	case CM_T_CANCEL_ACK:
+		if (c->peer != s->myhome || !s->cancel_waiting || h->clock != s->cancel_id)
+			return cm_conn_fail(c, "CANCEL_ACK for request %llu not cancelled",
+			                    (unsigned long long)h->clock);
 		return 0;
 	case CM_T_SYNC_ACK:
 	case CM_T_BYE_ACK:
@@ -177,11 +189,15 @@ static int add_replayed(struct cm_conn *c, struct cmt *s, const struct cm_header
 
 static int on_event_ack(struct cm_conn *c, struct cmt *s, const struct cm_header *h)
 {
+	if (s->sync_pending > 0)
+		s->sync_pending--;
+	if (c->peer != s->myhome)
+		return 0; /* a snapshot's round trip: another CM's count is not ours */
 	if (s->ev_fetching) {
-		if (h->clock != s->nreplay)
+		if (h->clock != s->replay_base + s->nreplay)
 			return cm_conn_fail(c, "event log of %llu events, %llu replayed",
 			                    (unsigned long long)h->clock,
-			                    (unsigned long long)s->nreplay);
+			                    (unsigned long long)(s->replay_base + s->nreplay));
 		s->ev_fetching = 0;
 	}
 	if (h->clock > s->ev_acked)
@@ -219,6 +235,13 @@ static int on_frame(struct cm_conn *c, const struct cm_header *h, const struct c
 		return add_replayed(c, s, h);
 	case CM_T_EVENT_ACK:
 		return on_event_ack(c, s, h);
+	case CM_T_CANCEL_ACK:
+		s->cancel_result = (h->flags & CM_F_CANCELLED) != 0;
+		if (s->cancel_result && cm_reqmap_take(&s->recvs, h->clock) == NULL)
+			return cm_conn_fail(c, "CANCEL_ACK: request %llu was already delivered",
+			                    (unsigned long long)h->clock);
+		s->cancel_waiting = 0;
+		return 0;
 	case CM_T_BYE_ACK:
 		if (!s->saying_bye)
 			return cm_conn_fail(c, "BYE_ACK before BYE");
@@ -267,7 +290,10 @@ static int cmt_progress(struct cm_transport *t, int timeout_ms)
 	for (int i = 0; i < s->ncms; i++) {
 		struct cm_conn *c = s->cms[i];
 		short ev = POLLIN;
-		if (cm_conn_pending_output(c))
+		/* Only a full socket waits for POLLOUT. Output merely queued
+		 * (events, which need not leave before the next frame to that
+		 * CM) goes out with that frame, in the same sendmsg. */
+		if (c->wblocked)
 			ev |= POLLOUT;
 		/* A finished connection stays in the set with fd -1 (ignored). */
 		s->pfds[n++] = (struct pollfd){.fd = cm_conn_alive(c) ? c->fd : -1, .events = ev};
@@ -332,8 +358,8 @@ static int cmt_event(struct cm_transport *t, uint32_t kind, void *value, size_t 
 	if (s->dead)
 		return -1;
 	uint64_t idx = s->ev_next;
-	if (idx < s->nreplay) {
-		const struct cm_replayed_event *ev = &s->replay[idx];
+	if (idx >= s->replay_base && idx - s->replay_base < s->nreplay) {
+		const struct cm_replayed_event *ev = &s->replay[idx - s->replay_base];
 		if (ev->kind != kind || ev->len != len) {
 			cm_err("rank %d: re-execution diverged: event %llu was of kind %u (%u "
 			       "bytes), now of kind %u (%zu bytes)",
@@ -422,6 +448,34 @@ static int cmt_probe(struct cm_transport *t, int src, int tag, uint32_t ctx, int
 	return 0;
 }
 
+/* The receive is a RECV_REQ at our home CM, which matches it: only the CM
+ * can say whether it is still pending. It records the outcome under the
+ * request id, so a re-execution re-posting and re-cancelling the request
+ * is answered the same. "Too late" means the CM matched it first: its
+ * DELIVER precedes the CANCEL_ACK on the home connection, so the request
+ * has completed by the time the answer is read. */
+static int cmt_cancel(struct cm_transport *t, struct cm_req *req, int *cancelled)
+{
+	struct cmt *s = t->state;
+	*cancelled = 0;
+	if (req->done)
+		return 0;
+	if (s->dead)
+		return -1;
+	s->cancel_id = req->id;
+	s->cancel_waiting = 1;
+	if (cm_conn_send_ctl(s->cms[s->myhome], CM_T_CANCEL, 0, s->rank, s->rank, 0, 0, req->id,
+	                     NULL, 0) < 0) {
+		check_lost(s);
+		return -1;
+	}
+	while (s->cancel_waiting)
+		if (cmt_progress(t, -1) < 0)
+			return -1;
+	*cancelled = s->cancel_result;
+	return 0;
+}
+
 static void cmt_free(struct cmt *s)
 {
 	for (int i = 0; s->cms && i < s->ncms; i++)
@@ -476,8 +530,9 @@ static int fetch_events(struct cm_transport *t, long long deadline)
 {
 	struct cmt *s = t->state;
 	s->ev_fetching = 1;
+	/* clock: the first event wanted (past what a checkpoint image consumed). */
 	if (cm_conn_send_ctl(s->cms[s->myhome], CM_T_EVENT_ACK, CM_F_REPLAY, s->rank, s->rank, 0, 0,
-	                     0, NULL, 0) < 0)
+	                     s->replay_base, NULL, 0) < 0)
 		return -1;
 	while (s->ev_fetching) {
 		long long left = deadline - cm_now_ms();
@@ -489,7 +544,7 @@ static int fetch_events(struct cm_transport *t, long long deadline)
 		if (cmt_progress(t, (int)(left < 1000 ? left : 1000)) < 0)
 			return -1;
 	}
-	s->ev_acked = s->nreplay;
+	s->ev_acked = s->replay_base + s->nreplay;
 	return 0;
 }
 
@@ -527,6 +582,11 @@ static int cmt_init(struct cm_transport *t, const struct cm_job *job)
 		s->home[i] = job->home[i];
 	}
 	s->myhome = s->home[s->rank];
+	if (job->resume) { /* restored from a checkpoint image */
+		s->clock = job->resume->clock;
+		s->reqid = job->resume->reqid;
+		s->ev_next = s->ev_acked = s->replay_base = job->resume->events;
+	}
 	for (int i = 0; i < job->ncms; i++)
 		if (connect_cm(s, job, i) < 0)
 			goto fail;
@@ -609,6 +669,52 @@ static int cmt_finalize(struct cm_transport *t)
 	return rc;
 }
 
+/* A checkpoint's counters. Before the image may say "sent up to clock C",
+ * every CM must have processed what we sent: one EVENT_ACK round trip on
+ * every connection (a CM answers after the frames before it). Events are
+ * then logged at home up to ev_next too. */
+static int cmt_snapshot(struct cm_transport *t, struct cm_resume *out)
+{
+	struct cmt *s = t->state;
+	if (s == NULL || s->dead)
+		return -1;
+	if (s->recvs.count || s->syncs.count || s->probe_waiting || s->cancel_waiting)
+		return 1;
+	s->ev_unwritten = 0;
+	for (int i = 0; i < s->ncms; i++) {
+		if (cm_conn_send_ctl(s->cms[i], CM_T_EVENT_ACK, 0, s->rank, s->rank, 0, 0, 0, NULL,
+		                     0) < 0) {
+			check_lost(s);
+			return -1;
+		}
+		s->sync_pending++;
+	}
+	while (s->sync_pending > 0)
+		if (cmt_progress(t, -1) < 0)
+			return -1;
+	if (s->ev_acked < s->ev_next) {
+		cm_err("rank %d: home logged %llu events of %llu", s->rank,
+		       (unsigned long long)s->ev_acked, (unsigned long long)s->ev_next);
+		return -1;
+	}
+	*out = (struct cm_resume){.clock = s->clock, .reqid = s->reqid, .events = s->ev_next};
+	return 0;
+}
+
+/* Garbage collection: what the committed image covers may go (TRIM). A
+ * TRIM that does not arrive costs only memory: the CM keeps more. */
+static void cmt_ckpt_committed(struct cm_transport *t, const struct cm_resume *state)
+{
+	struct cmt *s = t->state;
+	if (s == NULL || s->dead)
+		return;
+	uint8_t events[CM_TRIM_PAYLOAD];
+	cm_put_u64(events, state->events);
+	if (cm_conn_send_ctl(s->cms[s->myhome], CM_T_TRIM, 0, s->rank, s->rank, 0, 0, state->reqid,
+	                     events, sizeof events) < 0)
+		check_lost(s);
+}
+
 void cm_transport_cm(struct cm_transport *t)
 {
 	*t = (struct cm_transport){.name = "cm",
@@ -618,5 +724,8 @@ void cm_transport_cm(struct cm_transport *t)
 	                           .probe = cmt_probe,
 	                           .progress = cmt_progress,
 	                           .finalize = cmt_finalize,
-	                           .event = cmt_event};
+	                           .event = cmt_event,
+	                           .cancel = cmt_cancel,
+	                           .snapshot = cmt_snapshot,
+	                           .ckpt_committed = cmt_ckpt_committed};
 }

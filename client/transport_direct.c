@@ -173,8 +173,8 @@ static struct cm_conn *link_to(struct direct *s, int dst)
 	}
 	s->link[dst] = c;
 	/* HELLO goes out with the first messages, no round trip. */
-	if (cm_conn_send_hello(c, 0, s->rank, dst, s->incarnation, (unsigned)s->size, CM_PEER_DIRECT,
-	                       s->secret) < 0)
+	if (cm_conn_send_hello(c, 0, s->rank, dst, s->incarnation, (unsigned)s->size,
+	                       CM_PEER_DIRECT, s->secret) < 0)
 		return NULL;
 	return c;
 }
@@ -278,6 +278,15 @@ static int direct_probe(struct cm_transport *t, int src, int tag, uint32_t ctx, 
 {
 	struct direct *s = t->state;
 	return cm_match_probe(t, &s->match, s->rank, s->size, src, tag, ctx, blocking, out);
+}
+
+/* The receive waits in this process's posted queue until a message header
+ * matches it; once one has, it is being delivered and completes normally. */
+static int direct_cancel(struct cm_transport *t, struct cm_req *req, int *cancelled)
+{
+	struct direct *s = t->state;
+	*cancelled = !req->done && cm_match_unpost(&s->match, req);
+	return 0;
 }
 
 /* ---- life cycle ---- */
@@ -386,5 +395,6 @@ void cm_transport_direct(struct cm_transport *t)
 	                           .irecv = direct_irecv,
 	                           .probe = direct_probe,
 	                           .progress = direct_progress,
-	                           .finalize = direct_finalize};
+	                           .finalize = direct_finalize,
+	                           .cancel = direct_cancel};
 }

@@ -160,6 +160,10 @@ static int on_frame(struct cm_conn *c, const struct cm_header *h, const struct c
 	struct repl *s = c->owner;
 	if (h->type == CM_T_BYE)
 		return 0;
+	if (h->type == CM_T_EVENT && h->tag == REPL_VOTE_CANCEL) {
+		repl_record_vote(s, c->peer, h);
+		return 0;
+	}
 	if (h->type == CM_T_EVENT) {
 		/* From our master; a new master re-sends its whole log. */
 		if (h->clock == s->nevents &&
@@ -335,11 +339,44 @@ static int repl_irecv(struct cm_transport *t, struct cm_req *req)
 	return repl_post_recv(s, req);
 }
 
+static int repl_event(struct cm_transport *t, uint32_t kind, void *value, size_t len,
+                      int *replayed);
+
+/* What a probe finds depends on what has arrived: the master's answer goes
+ * to the replicas as an event (CM_EV_PROBE) and a non-master returns it,
+ * "nothing" even if it has a match by now, or else the message the master
+ * found (the first from that source with that tag: the same one everywhere,
+ * since each pair's messages arrive in order), waiting for it if needed. */
 static int repl_probe(struct cm_transport *t, int src, int tag, uint32_t ctx, int blocking,
                       struct cm_probe_result *out)
 {
 	struct repl *s = t->state;
-	return cm_match_probe(t, &s->match, s->rank, s->size, src, tag, ctx, blocking, out);
+	if (cm_match_probe(t, &s->match, s->rank, s->size, src, tag, ctx, blocking, out) < 0)
+		return -1;
+	uint8_t answer[8];
+	int replayed;
+	cm_put_u32(answer, (uint32_t)(out->found ? out->source : -1));
+	cm_put_u32(answer + 4, (uint32_t)(out->found ? out->tag : -1));
+	if (repl_event(t, CM_EV_PROBE, answer, sizeof answer, &replayed) < 0)
+		return -1;
+	if (!replayed)
+		return 0;
+	int32_t msrc = (int32_t)cm_get_u32(answer), mtag = (int32_t)cm_get_u32(answer + 4);
+	if (msrc < 0 && !blocking) {
+		memset(out, 0, sizeof *out);
+		out->source = out->tag = -1;
+		return 0;
+	}
+	if (msrc < 0 || msrc >= s->size || mtag < 0 || (src != CM_ANY_SOURCE && msrc != src) ||
+	    (tag != CM_ANY_TAG && mtag != tag)) {
+		cm_err("rank %d replica %d: the master's probe answer (source %d, tag %d) does not "
+		       "fit this probe (source %d, tag %d): the replicas diverged",
+		       s->rank, s->replica, (int)msrc, (int)mtag, src, tag);
+		return -1;
+	}
+	if (out->found && out->source == msrc && out->tag == mtag)
+		return 0;
+	return cm_match_probe(t, &s->match, s->rank, s->size, msrc, mtag, ctx, 1, out);
 }
 
 /* A nondeterministic value (MPI_Wtime): the master's own, sent to its
@@ -399,6 +436,9 @@ static void repl_free(struct repl *s)
 	free(s->committed);
 	free(s->nextseq);
 	free(s->events);
+	free(s->vote_seq);
+	free(s->vote_val);
+	free(s->vote_have);
 	free(s);
 }
 
@@ -503,5 +543,6 @@ void cm_transport_repl(struct cm_transport *t)
 	                           .probe = repl_probe,
 	                           .progress = repl_progress,
 	                           .finalize = repl_finalize,
-	                           .event = repl_event};
+	                           .event = repl_event,
+	                           .cancel = repl_cancel};
 }

@@ -71,6 +71,18 @@ struct repl {
 
 	struct cm_matchq match;
 	struct rmsg *early; /* arrived ahead of a gap */
+	/* MPI_Cancel waiting for the replicas' votes or the master's decision:
+	 * messages accepted meanwhile are held, in order, unmatched (linked
+	 * through m.next). */
+	int hold_matching;
+	struct rmsg *held, *held_tail;
+	/* MPI_Cancel: cancels done so far; the master collects every live
+	 * replica's vote for cancel number vote_seq[k] (vote_val[k]: it still
+	 * had the receive posted), [nrep] each, allocated at the first cancel. */
+	uint64_t ncancels;
+	uint64_t *vote_seq;
+	uint8_t *vote_val;
+	char *vote_have;
 	uint64_t reqid;
 
 	/* Nondeterministic outcomes (MPI_Wtime): the master decides each
@@ -107,5 +119,17 @@ void repl_accept(struct repl *s, struct rmsg *u);
 int repl_self_send(struct repl *s, struct cm_req *req);
 int repl_post_recv(struct repl *s, struct cm_req *req);
 void repl_free_queues(struct repl *s);
+/* on: accepted messages wait unmatched; off: they are matched, in order. */
+void repl_hold_matching(struct repl *s, int on);
+/* MPI_Cancel of a receive (the transport's cancel hook). */
+int repl_cancel(struct cm_transport *t, struct cm_req *req, int *cancelled);
+/* Event kind of a cancel decision (enum cm_event_kind's 2; events of this
+ * transport never leave the rank's replicas), and the EVENT tag a replica
+ * votes with (never logged). See repl_cancel. */
+#define REPL_EV_CANCEL 2
+#define REPL_VOTE_CANCEL 0x10002
+/* An EVENT with tag REPL_VOTE_CANCEL from process `from`, value in
+ * s->event_in. */
+void repl_record_vote(struct repl *s, int from, const struct cm_header *h);
 
 #endif

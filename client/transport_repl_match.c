@@ -4,7 +4,8 @@
  * mid-message; its replacement re-sends it whole), and only in the order of
  * its sender's sequence for this pair: earlier sequences are duplicates
  * (dropped), later ones wait for the gap to close. The queues themselves
- * are transport_match.c's. */
+ * are transport_match.c's. MPI_Cancel of a receive is decided by every
+ * replica's vote (repl_cancel, below). */
 #include <config.h>
 
 #include <stdlib.h>
@@ -29,6 +30,15 @@ static void deliver(struct repl *s, struct rmsg *u, struct cm_req *r)
 
 static void match(struct repl *s, struct rmsg *u)
 {
+	if (s->hold_matching) {
+		u->m.next = NULL;
+		if (s->held_tail)
+			s->held_tail->m.next = &u->m;
+		else
+			s->held = u;
+		s->held_tail = u;
+		return;
+	}
 	struct cm_req *r = cm_match_take_posted(&s->match, u->m.src, u->m.tag, u->m.ctx);
 	if (r)
 		deliver(s, u, r);
@@ -108,8 +118,147 @@ int repl_post_recv(struct repl *s, struct cm_req *req)
 	return 0;
 }
 
+/* While a replica waits for its master's cancel decision, a message it
+ * accepts must not match the receive being cancelled before the decision is
+ * known; it is held, and matched in arrival order afterwards, exactly as it
+ * would have been (the program posts nothing while it waits). */
+void repl_hold_matching(struct repl *s, int on)
+{
+	s->hold_matching = on;
+	while (!on && s->held) {
+		struct rmsg *u = s->held;
+		s->held = (struct rmsg *)u->m.next;
+		if (s->held == NULL)
+			s->held_tail = NULL;
+		match(s, u);
+	}
+}
+
+/* ---- MPI_Cancel ---- */
+
+static int still_posted(const struct cm_matchq *q, const struct cm_req *req)
+{
+	for (const struct cm_req *r = q->posted_head; r; r = r->t_next)
+		if (r == req)
+			return 1;
+	return 0;
+}
+
+/* A replica's vote for cancel number seq (EVENT from a higher replica). */
+void repl_record_vote(struct repl *s, int from, const struct cm_header *h)
+{
+	int k = from % s->nrep;
+	if (s->vote_have == NULL || k <= s->replica)
+		return;
+	s->vote_seq[k] = h->clock;
+	s->vote_val[k] = s->event_in[0];
+	s->vote_have[k] = 1;
+}
+
+/* Master: every live replica's vote for cancel seq is in; *all_posted says
+ * whether each still had the receive posted. */
+static int votes_in(const struct repl *s, uint64_t seq, int *all_posted)
+{
+	*all_posted = 1;
+	for (int k = s->replica + 1; k < s->nrep; k++) {
+		int p = s->rank * s->nrep + k;
+		if (s->dead[p] || s->finished[p])
+			continue;
+		if (!s->vote_have[k] || s->vote_seq[k] != seq)
+			return 0;
+		*all_posted &= s->vote_val[k] != 0;
+	}
+	return 1;
+}
+
+/* Every replica matches in its own process, and a replica that runs behind
+ * its master may already have matched a receive its master finds still
+ * posted (the message, sent once the master was past the cancel, overtook
+ * the replica), and has written its buffer. So the receive is cancelled
+ * only if every live replica still has it posted: each replica, at its
+ * MPI_Cancel, holds its matching (repl_hold_matching: what arrives waits)
+ * and votes to the master; the master decides "cancelled" only if its own
+ * and every vote say posted, logs the decision as an event (sent to the
+ * replicas like an MPI_Wtime value), and everyone applies it. "Too late"
+ * is safe everywhere: the message that matched the receive anywhere reaches
+ * every replica and completes it there. A replica that becomes master while
+ * it waits collects the votes itself (the others re-send theirs to it); a
+ * decision the old master sent is in its log (it is the lowest survivor). */
+int repl_cancel(struct cm_transport *t, struct cm_req *req, int *cancelled)
+{
+	struct repl *s = t->state;
+	*cancelled = 0;
+	if (s->vote_have == NULL) {
+		s->vote_seq = calloc((size_t)s->nrep, sizeof *s->vote_seq);
+		s->vote_val = calloc((size_t)s->nrep, 1);
+		s->vote_have = calloc((size_t)s->nrep, 1);
+		if (!s->vote_seq || !s->vote_val || !s->vote_have) {
+			cm_err("rank %d: out of memory", s->rank);
+			return -1;
+		}
+	}
+	repl_hold_matching(s, 1);
+	uint8_t posted = !req->done && still_posted(&s->match, req);
+	uint64_t seq = s->ncancels++;
+	int voted_to = -1, rc = 0, decision = -1;
+	while (decision < 0 && rc == 0) {
+		if (s->events_used < s->nevents) {
+			const struct repl_event *e = &s->events[s->events_used++];
+			if (e->kind != REPL_EV_CANCEL || e->len != 1) {
+				cm_err(
+				    "rank %d replica %d: event %zu is of kind %u where the program "
+				    "cancels a receive: the replicas diverged",
+				    s->rank, s->replica, s->events_used - 1, e->kind);
+				rc = -1;
+			}
+			decision = e->value[0];
+		} else if (repl_is_master(s)) {
+			int all_posted;
+			if (votes_in(s, seq, &all_posted)) {
+				uint8_t d = posted && all_posted;
+				if (repl_add_event(s, REPL_EV_CANCEL, &d, 1) < 0) {
+					cm_err("rank %d: out of memory for events", s->rank);
+					rc = -1;
+					break;
+				}
+				s->events_used++;
+				repl_send_event(s, s->nevents - 1);
+				decision = d;
+			}
+		} else if (voted_to != repl_master_of(s, s->rank)) {
+			voted_to = repl_master_of(s, s->rank);
+			struct cm_conn *c = repl_link_to(s, s->rank * s->nrep + voted_to);
+			if (c)
+				cm_conn_send_ctl(c, CM_T_EVENT, 0, s->rank, s->rank,
+				                 REPL_VOTE_CANCEL, 0, seq, &posted, 1);
+		}
+		if (decision < 0 && rc == 0 && t->progress(t, -1) < 0)
+			rc = -1;
+	}
+	if (rc == 0 && decision) {
+		if (cm_match_unpost(&s->match, req)) {
+			*cancelled = 1;
+		} else {
+			cm_err(
+			    "rank %d replica %d: receive request %llu cancelled by every replica "
+			    "but matched here: the replicas diverged",
+			    s->rank, s->replica, (unsigned long long)req->id);
+			rc = -1;
+		}
+	}
+	repl_hold_matching(s, 0);
+	return rc;
+}
+
 void repl_free_queues(struct repl *s)
 {
+	s->hold_matching = 0;
+	while (s->held) {
+		struct rmsg *u = s->held;
+		s->held = (struct rmsg *)u->m.next;
+		free_msg(u);
+	}
+	s->held_tail = NULL;
 	while (s->match.unexp_head) {
 		struct rmsg *u = (struct rmsg *)s->match.unexp_head;
 		s->match.unexp_head = u->m.next;

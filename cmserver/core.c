@@ -41,6 +41,18 @@ void cm_core_stats(const struct cm_core *core, struct cm_core_stats *out)
 		to[i] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
 }
 
+void cm_core_log_summary(const struct cm_core *core)
+{
+	struct cm_core_stats st;
+	cm_core_stats(core, &st);
+	cm_info("%llu messages logged (%llu bytes), %llu delivered, %llu re-sends dropped, "
+	        "%llu frames refused, %llu replayed, %llu collected after checkpoints",
+	        (unsigned long long)st.msgs_logged, (unsigned long long)st.bytes_logged,
+	        (unsigned long long)st.msgs_delivered, (unsigned long long)st.msgs_duplicate,
+	        (unsigned long long)st.frames_refused, (unsigned long long)st.msgs_replayed,
+	        (unsigned long long)st.log_entries_collected);
+}
+
 uint32_t cm_core_world_size(const struct cm_core *core)
 {
 	return cm_atomic_load32(&core->world_size);
@@ -179,6 +191,8 @@ int cm_frame_domain(const struct cm_frame *f)
 	case CM_T_PROBE:
 	case CM_T_EVENT:
 	case CM_T_EVENT_ACK:
+	case CM_T_CANCEL:
+	case CM_T_TRIM:
 		return f->h.dst; /* except for MSG, the connection's rank */
 	case CM_T_HELLO:
 		return f->h.src;
@@ -234,7 +248,8 @@ static bool replay(struct cm_session *s, struct cm_dest *d, const struct cm_fram
 	case CM_REPLAY_LOST:
 		cm_session_fail(s, CM_E_STATE,
 		                "cannot replay request %llu of rank %d: its message was dropped "
-		                "from the log (raise --log-mem)",
+		                "from the log (raise --log-mem, or restart from the checkpoint "
+		                "that covers it)",
 		                (unsigned long long)f->h.clock, (int)s->rank);
 		return true;
 	case CM_REPLAY_DIVERGED:
@@ -265,7 +280,7 @@ static void handle_event(struct cm_session *s, const struct cm_frame *f)
 		                (unsigned long long)d->nevents);
 		return;
 	}
-	if (d->nevents == d->events_cap) {
+	if (d->nevents - d->events_base == d->events_cap) {
 		uint64_t cap = d->events_cap ? d->events_cap * 2 : 64;
 		struct cm_event *ev = realloc(d->events, cap * sizeof *ev);
 		if (ev == NULL) {
@@ -275,7 +290,7 @@ static void handle_event(struct cm_session *s, const struct cm_frame *f)
 		d->events = ev;
 		d->events_cap = cap;
 	}
-	struct cm_event *ev = &d->events[d->nevents++];
+	struct cm_event *ev = &d->events[d->nevents++ - d->events_base];
 	ev->kind = (uint32_t)f->h.tag;
 	ev->len = (uint8_t)f->h.len;
 	memcpy(ev->value, f->event, f->h.len);
@@ -290,11 +305,21 @@ static void handle_event_ack(struct cm_session *s, const struct cm_frame *f)
 	struct cm_core *core = s->core;
 	struct cm_dest *d = &core->dests[s->rank];
 	if (f->h.flags & CM_F_REPLAY) {
-		if (d->nevents)
+		/* clock: the first event the rank wants (a checkpoint image
+		 * consumed those before it). */
+		uint64_t from = f->h.clock;
+		if (from < d->events_base || from > d->nevents) {
+			cm_session_fail(
+			    s, CM_E_STATE, "events from %llu asked; the log holds %llu to %llu",
+			    (unsigned long long)from, (unsigned long long)d->events_base,
+			    (unsigned long long)d->nevents);
+			return;
+		}
+		if (d->nevents > from)
 			cm_info("rank %d: replaying %llu events to incarnation %u", (int)s->rank,
-			        (unsigned long long)d->nevents, (unsigned)s->incarnation);
-		for (uint64_t i = 0; i < d->nevents; i++) {
-			const struct cm_event *ev = &d->events[i];
+			        (unsigned long long)(d->nevents - from), (unsigned)s->incarnation);
+		for (uint64_t i = from; i < d->nevents; i++) {
+			const struct cm_event *ev = &d->events[i - d->events_base];
 			struct cm_header h = {.type = CM_T_EVENT,
 			                      .src = s->rank,
 			                      .dst = s->rank,
@@ -310,7 +335,7 @@ static void handle_event_ack(struct cm_session *s, const struct cm_frame *f)
 			it.ref = NULL;
 			cm_core_emit(s, &it);
 		}
-		CM_STAT_ADD(core, events_replayed, d->nevents);
+		CM_STAT_ADD(core, events_replayed, d->nevents - from);
 	}
 	struct cm_header ack = {
 	    .type = CM_T_EVENT_ACK, .src = s->rank, .dst = s->rank, .clock = d->nevents};
@@ -350,8 +375,28 @@ void cm_core_dispatch(struct cm_session *s, struct cm_frame *f)
 		if (!cm_dest_probe(core, &core->dests[s->rank], s, &f->h))
 			cm_session_fail(s, CM_E_LENGTH, "out of memory queueing a probe");
 		break;
+	case CM_T_CANCEL:
+		switch (cm_dest_cancel(core, &core->dests[s->rank], s, &f->h)) {
+		case CM_CANCEL_DONE:
+		case CM_CANCEL_TOO_LATE:
+			break;
+		case CM_CANCEL_NOMEM:
+			cm_session_fail(s, CM_E_LENGTH, "out of memory recording a cancel");
+			break;
+		case CM_CANCEL_UNKNOWN:
+		default:
+			cm_session_fail(
+			    s, CM_E_STATE,
+			    "CANCEL of request %llu: rank %d has no such receive request",
+			    (unsigned long long)f->h.clock, (int)s->rank);
+			break;
+		}
+		break;
 	case CM_T_EVENT:
 		handle_event(s, f);
+		break;
+	case CM_T_TRIM:
+		cm_dest_gc(core, &core->dests[s->rank], f->h.clock, cm_get_u64(f->event));
 		break;
 	case CM_T_EVENT_ACK:
 		handle_event_ack(s, f);

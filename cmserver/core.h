@@ -63,7 +63,7 @@
  *   cm_core_dispatch(s, f)   f.h.type HELLO:    GLOBAL + SENDER(rank) + DEST(rank)
  *                                                (+ OUTQ of s and of a replaced session)
  *                            MSG:               SENDER(src) + DEST(dst) (+ OUTQs)
- *                            RECV_REQ, PROBE:   DEST(rank) (+ OUTQs)
+ *                            RECV_REQ, PROBE, CANCEL, TRIM: DEST(rank) (+ OUTQs)
  *                            BYE:               OUTQ(s)
  *                            EVENT, EVENT_ACK:  DEST(rank) (+ OUTQ of s)
  *                            cm_frame_domain() names the rank.
@@ -165,12 +165,17 @@ struct cm_core_stats {
 	uint64_t events_logged;    /* EVENT frames appended to a rank's event log */
 	uint64_t events_duplicate; /* EVENTs already logged (dropped) */
 	uint64_t events_replayed;  /* EVENT frames sent back to a new incarnation */
+	/* Garbage collection (TRIM after a committed checkpoint): */
+	uint64_t log_entries_collected; /* delivered messages dropped */
+	uint64_t events_collected;      /* events dropped */
 };
 
 struct cm_core *cm_core_new(const struct cm_core_config *cfg);
 /* Frees everything. Every session must have been closed and released. */
 void cm_core_free(struct cm_core *core);
 void cm_core_stats(const struct cm_core *core, struct cm_core_stats *out);
+/* One info line with the counters a run ends with (at shutdown). */
+void cm_core_log_summary(const struct cm_core *core);
 /* World size learned from the first accepted HELLO, 0 before. */
 uint32_t cm_core_world_size(const struct cm_core *core);
 

@@ -76,16 +76,19 @@ struct cm_bucket {
 /* What the rank was told for one request id (receive request or probe): the
  * delivery record a new incarnation is replayed from (fault tolerance). */
 enum cm_rec_kind {
-	CM_REC_NONE = 0, /* not answered (yet), or never posted */
-	CM_REC_DELIVER,  /* DELIVER of entry e */
-	CM_REC_TRIMMED,  /* DELIVER of an entry --log-mem has dropped since */
-	CM_REC_PROBE,    /* PROBE_REPLY: found (src, tag, len) or not (src = -1) */
+	CM_REC_NONE = 0,  /* not answered (yet), or never posted */
+	CM_REC_DELIVER,   /* DELIVER of entry e */
+	CM_REC_TRIMMED,   /* DELIVER of an entry --log-mem has dropped since */
+	CM_REC_PROBE,     /* PROBE_REPLY: found (src, tag, len) or not (src = -1) */
+	CM_REC_CANCELLED, /* a RECV_REQ withdrawn by CANCEL before anything matched it */
 };
 
 struct cm_rec {
 	struct cm_entry *e; /* CM_REC_DELIVER */
-	uint32_t len;       /* CM_REC_PROBE: length of the message found */
-	int32_t src, tag;   /* CM_REC_PROBE: -1, -1 when nothing was found */
+	uint32_t len;       /* CM_REC_PROBE: length of the message found;
+	                       CM_REC_CANCELLED: the request's ctx (keeps the record 24 bytes) */
+	int32_t src, tag;   /* CM_REC_PROBE: -1, -1 when nothing was found;
+	                       CM_REC_CANCELLED: the request's src and tag (wildcards kept) */
 	uint8_t kind;
 };
 
@@ -104,13 +107,16 @@ struct cm_event {
 struct cm_dest {
 	struct cm_entry *log_head, *log_tail;
 	/* The rank's event log, in event order, kept across incarnations
-	 * (DEST domain): events[i] is event i. */
+	 * (DEST domain): events[i] is event events_base + i; nevents counts
+	 * every event ever logged (those a committed checkpoint consumed are
+	 * dropped: events_base). */
 	struct cm_event *events;
-	uint64_t nevents, events_cap;
-	/* Delivery record indexed by request id (DEST domain). */
+	uint64_t nevents, events_cap, events_base;
+	/* Delivery record indexed by request id (DEST domain): recs[i] is
+	 * request recs_base + i (those below, a committed checkpoint covers). */
 	struct cm_rec *recs;
 	uint64_t nrecs; /* 1 + highest id recorded, 0 if none */
-	uint64_t recs_cap;
+	uint64_t recs_cap, recs_base;
 	uint64_t next_seq;
 	uint64_t undelivered;
 	struct cm_bucket **table;
@@ -274,6 +280,10 @@ bool cm_dest_probe(struct cm_core *core, struct cm_dest *d, struct cm_session *s
 void cm_dest_drop_session(struct cm_dest *d, struct cm_session *s);
 /* Drops delivered entries from the head of d's log while over the budget. */
 void cm_dest_trim(struct cm_core *core, struct cm_dest *d);
+/* TRIM: a committed checkpoint of the rank covers its requests below
+ * req_cut and events below ev_cut; drops their records, the delivered
+ * messages they took, and the events. */
+void cm_dest_gc(struct cm_core *core, struct cm_dest *d, uint64_t req_cut, uint64_t ev_cut);
 /* A re-sent synchronous MSG (src, clock) of d's log was dropped as a
  * duplicate: SYNC_ACK to s now if the original was delivered (or trimmed,
  * so delivered long ago), else when it is. */
@@ -289,6 +299,19 @@ enum cm_replay {
 /* A RECV_REQ or PROBE (h) whose id the record may already hold: answers it
  * from the record, in the DEST(rank) domain. */
 enum cm_replay cm_dest_replay(struct cm_core *core, struct cm_dest *d, struct cm_session *s,
+                              const struct cm_header *h);
+
+enum cm_cancel {
+	CM_CANCEL_DONE,     /* withdrawn (now or earlier): CANCEL_ACK with CM_F_CANCELLED */
+	CM_CANCEL_TOO_LATE, /* already matched: CANCEL_ACK without CM_F_CANCELLED */
+	CM_CANCEL_UNKNOWN,  /* the id is no receive request this rank posted: refuse */
+	CM_CANCEL_NOMEM,    /* the outcome could not be recorded: refuse */
+};
+/* A CANCEL (h, from s) of receive request h->clock: a pending request of s
+ * is removed and recorded as cancelled, so a re-sent RECV_REQ with that id
+ * matches nothing and a re-sent CANCEL gets the same answer. Answers
+ * CANCEL_ACK to s unless the result is UNKNOWN or NOMEM. DEST(rank). */
+enum cm_cancel cm_dest_cancel(struct cm_core *core, struct cm_dest *d, struct cm_session *s,
                               const struct cm_header *h);
 
 static inline uint32_t cm_atomic_load32(const uint32_t *p)

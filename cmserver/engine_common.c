@@ -204,16 +204,8 @@ out:
 		cm_monitor_detach(opts->monitor);
 	shutdown_all(e);
 	if (e->core) {
-		struct cm_core_stats st;
-		cm_core_stats(e->core, &st);
 		if (status == 0)
-			cm_info("%llu messages logged (%llu bytes), %llu delivered, %llu re-sends "
-			        "dropped, %llu frames refused",
-			        (unsigned long long)st.msgs_logged,
-			        (unsigned long long)st.bytes_logged,
-			        (unsigned long long)st.msgs_delivered,
-			        (unsigned long long)st.msgs_duplicate,
-			        (unsigned long long)st.frames_refused);
+			cm_core_log_summary(e->core);
 		cm_core_free(e->core);
 	}
 	close(listen_fd);

@@ -293,13 +293,7 @@ int cm_engine_mono(const struct cm_server_opts *opts, int listen_fd)
 	 * below restore the default action. */
 	sigprocmask(SIG_BLOCK, &stop, NULL);
 
-	struct cm_core_stats st;
-	cm_core_stats(m.core, &st);
-	cm_info("%llu messages logged (%llu bytes), %llu delivered, %llu re-sends dropped, "
-	        "%llu frames refused",
-	        (unsigned long long)st.msgs_logged, (unsigned long long)st.bytes_logged,
-	        (unsigned long long)st.msgs_delivered, (unsigned long long)st.msgs_duplicate,
-	        (unsigned long long)st.frames_refused);
+	cm_core_log_summary(m.core);
 	if (opts->monitor) /* connections closed from here on are not failures */
 		cm_monitor_detach(opts->monitor);
 	while (m.conns)

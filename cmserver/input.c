@@ -117,6 +117,8 @@ static bool acceptable(struct cm_session *s, const struct cm_header *h)
 		return true;
 	case CM_T_EVENT:
 	case CM_T_EVENT_ACK:
+	case CM_T_CANCEL:
+	case CM_T_TRIM:
 		if (h->src != s->rank || h->dst != s->rank) {
 			cm_session_fail(s, CM_E_RANK,
 			                "%s src %d / dst %d must be this connection's rank %d",
@@ -286,6 +288,7 @@ int cm_session_next_frame(struct cm_session *s, struct cm_frame *f)
 		}
 
 		case CM_T_EVENT: /* a small payload, staged whole */
+		case CM_T_TRIM:
 			if (avail < CM_HEADER_SIZE + h.len) {
 				compact(s);
 				return 0;

@@ -3,14 +3,17 @@
 
 #include "monitor.h"
 
+#include "core.h"
 #include "log.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 struct cm_monitor {
@@ -18,6 +21,12 @@ struct cm_monitor {
 	pthread_mutex_t mu; /* one writer at a time: lines never interleave */
 	bool broken;        /* the dispatcher went away */
 	struct cm_core *core;
+	/* The stats thread: sleeps on cond until the next period or until
+	 * detach sets stop. */
+	pthread_cond_t cond;
+	pthread_t stats_thread;
+	bool stats_running;
+	bool stop;
 };
 
 struct cm_monitor *cm_monitor_new(int fd)
@@ -27,6 +36,13 @@ struct cm_monitor *cm_monitor_new(int fd)
 		return NULL;
 	m->fd = fd;
 	pthread_mutex_init(&m->mu, NULL);
+	pthread_condattr_t attr;
+	pthread_condattr_init(&attr);
+	/* Periods measured on the monotonic clock: a wall-clock step must not
+	 * stall or flood the reports. */
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&m->cond, &attr);
+	pthread_condattr_destroy(&attr);
 	return m;
 }
 
@@ -34,27 +50,14 @@ void cm_monitor_free(struct cm_monitor *m)
 {
 	if (m == NULL)
 		return;
+	pthread_cond_destroy(&m->cond);
 	pthread_mutex_destroy(&m->mu);
 	free(m);
 }
 
-void cm_monitor_attach(struct cm_monitor *m, struct cm_core *core)
+/* Writes one whole line; mu held. */
+static void write_line_locked(struct cm_monitor *m, const char *line, size_t len)
 {
-	pthread_mutex_lock(&m->mu);
-	m->core = core;
-	pthread_mutex_unlock(&m->mu);
-}
-
-void cm_monitor_detach(struct cm_monitor *m)
-{
-	pthread_mutex_lock(&m->mu);
-	m->core = NULL;
-	pthread_mutex_unlock(&m->mu);
-}
-
-static void report_line(struct cm_monitor *m, const char *line, size_t len)
-{
-	pthread_mutex_lock(&m->mu);
 	size_t off = 0;
 	while (!m->broken && off < len) {
 		ssize_t w = write(m->fd, line + off, len - off);
@@ -68,6 +71,84 @@ static void report_line(struct cm_monitor *m, const char *line, size_t len)
 		}
 		off += (size_t)w;
 	}
+}
+
+/* "stats LOG_BYTES REPLAYED". LOG_BYTES: payload bytes appended to the logs
+ * (the core has no counter of the bytes trimmed by --log-mem, so this is the
+ * bytes held as long as nothing was trimmed, which the default --log-mem
+ * makes the common case). REPLAYED: DELIVERs re-sent to new incarnations. */
+static void report_stats_locked(struct cm_monitor *m)
+{
+	struct cm_core_stats st;
+	cm_core_stats(m->core, &st);
+	char line[96];
+	int n = snprintf(line, sizeof line, "stats %llu %llu\n",
+	                 (unsigned long long)st.bytes_logged, (unsigned long long)st.msgs_replayed);
+	write_line_locked(m, line, (size_t)n);
+}
+
+static void *stats_main(void *arg)
+{
+	struct cm_monitor *m = arg;
+	struct timespec next;
+	clock_gettime(CLOCK_MONOTONIC, &next);
+	pthread_mutex_lock(&m->mu);
+	while (!m->stop && !m->broken) {
+		next.tv_nsec += CM_MONITOR_STATS_PERIOD_MS * 1000000L;
+		while (next.tv_nsec >= 1000000000L) {
+			next.tv_nsec -= 1000000000L;
+			next.tv_sec++;
+		}
+		while (!m->stop && pthread_cond_timedwait(&m->cond, &m->mu, &next) != ETIMEDOUT)
+			;
+		if (m->stop)
+			break;
+		report_stats_locked(m);
+	}
+	pthread_mutex_unlock(&m->mu);
+	return NULL;
+}
+
+void cm_monitor_attach(struct cm_monitor *m, struct cm_core *core)
+{
+	pthread_mutex_lock(&m->mu);
+	m->core = core;
+	m->stop = false;
+	pthread_mutex_unlock(&m->mu);
+	/* No signal for this thread: SIGTERM/SIGINT belong to the engine's
+	 * loop. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = pthread_create(&m->stats_thread, NULL, stats_main, m);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0)
+		cm_info("no stats reports to the dispatcher: %s", strerror(rc));
+	m->stats_running = rc == 0;
+}
+
+void cm_monitor_detach(struct cm_monitor *m)
+{
+	pthread_mutex_lock(&m->mu);
+	m->stop = true;
+	pthread_cond_signal(&m->cond);
+	pthread_mutex_unlock(&m->mu);
+	if (m->stats_running) {
+		pthread_join(m->stats_thread, NULL);
+		m->stats_running = false;
+	}
+	pthread_mutex_lock(&m->mu);
+	/* The last numbers, so the dispatcher's final status line is exact. */
+	if (m->core)
+		report_stats_locked(m);
+	m->core = NULL;
+	pthread_mutex_unlock(&m->mu);
+}
+
+static void report_line(struct cm_monitor *m, const char *line, size_t len)
+{
+	pthread_mutex_lock(&m->mu);
+	write_line_locked(m, line, len);
 	pthread_mutex_unlock(&m->mu);
 }
 

@@ -4,6 +4,12 @@
  * One line per report, text, so it can be read with a line reader:
  *
  *   lost RANK INCARNATION
+ *   stats LOG_BYTES REPLAYED      every CM_MONITOR_STATS_PERIOD_MS, and once
+ *                                 more at detach
+ *
+ * LOG_BYTES: payload bytes appended to the message logs (held, unless
+ * --log-mem trimmed delivered entries: the core does not count trimmed
+ * bytes); REPLAYED: messages re-delivered to restarted ranks.
  *
  * A channel memory started without --report-fd has no monitor (NULL) and
  * reports nothing. */
@@ -15,6 +21,8 @@
 struct cm_core;
 struct cm_monitor;
 
+#define CM_MONITOR_STATS_PERIOD_MS 500
+
 /* NULL when out of memory. fd is written with blocking writes of whole
  * lines; a dispatcher that has gone away (EPIPE) ends reporting, not the
  * server. */
@@ -22,7 +30,9 @@ struct cm_monitor *cm_monitor_new(int fd);
 void cm_monitor_free(struct cm_monitor *m);
 
 /* The engines call these: attach once the core exists, detach before it is
- * freed (the monitor may read its counters in between). */
+ * freed (the monitor may read its counters in between). attach starts the
+ * stats thread (signals blocked in it), detach stops and joins it, then
+ * writes a last stats line. detach without attach is allowed. */
 void cm_monitor_attach(struct cm_monitor *m, struct cm_core *core);
 void cm_monitor_detach(struct cm_monitor *m);
 

@@ -22,5 +22,11 @@
 #define CM_ENV_REPLICA "CHANMEM_REPLICA"
 #define CM_ENV_REPLICAS "CHANMEM_REPLICAS"
 #define CM_ENV_REPL_PEERS "CHANMEM_REPL_PEERS"
+/* Application checkpoints: the checkpoint server ("host:port"; unset: no
+ * checkpoints), the job id images are stored under, and the interval
+ * between checkpoints (a duration such as "2s"; unset: every call). */
+#define CM_ENV_CKPT "CHANMEM_CKPT"
+#define CM_ENV_JOB_ID "CHANMEM_JOB_ID"
+#define CM_ENV_CKPT_EVERY "CHANMEM_CKPT_EVERY"
 
 #endif

@@ -41,6 +41,8 @@ static uint16_t allowed_flags(unsigned type)
 		return CM_F_REPLAY;
 	case CM_T_HELLO:
 		return CM_F_TAKEOVER;
+	case CM_T_CANCEL_ACK:
+		return CM_F_CANCELLED;
 	default:
 		return 0;
 	}
@@ -116,7 +118,17 @@ enum cm_err cm_header_validate(const struct cm_header *h, const struct cm_limits
 			return CM_E_FIELD;
 		return CM_OK;
 	case CM_T_EVENT_ACK:
+	case CM_T_CANCEL: /* the request id alone names what is cancelled */
+	case CM_T_CANCEL_ACK:
 		if (h->len != 0)
+			return CM_E_LENGTH;
+		if (!rank_ok(h->src, lim) || !rank_ok(h->dst, lim))
+			return CM_E_RANK;
+		if (h->tag != 0 || h->ctx != 0)
+			return CM_E_FIELD;
+		return CM_OK;
+	case CM_T_TRIM:
+		if (h->len != CM_TRIM_PAYLOAD)
 			return CM_E_LENGTH;
 		if (!rank_ok(h->src, lim) || !rank_ok(h->dst, lim))
 			return CM_E_RANK;
@@ -218,7 +230,8 @@ const char *cm_err_str(enum cm_err e)
 const char *cm_type_str(unsigned type)
 {
 	static const char *const names[] = {
-	    "?",           "HELLO",    "HELLO_ACK", "MSG",     "RECV_REQ", "DELIVER", "PROBE",
-	    "PROBE_REPLY", "SYNC_ACK", "BYE",       "BYE_ACK", "ERROR",    "EVENT",   "EVENT_ACK"};
+	    "?",     "HELLO",       "HELLO_ACK", "MSG",        "RECV_REQ", "DELIVER",
+	    "PROBE", "PROBE_REPLY", "SYNC_ACK",  "BYE",        "BYE_ACK",  "ERROR",
+	    "EVENT", "EVENT_ACK",   "CANCEL",    "CANCEL_ACK", "TRIM"};
 	return type <= CM_T_TYPE_MAX ? names[type] : "?";
 }

@@ -41,7 +41,16 @@ enum cm_frame_type {
 	CM_T_EVENT_ACK = 13, /* rank -> home CM: tell me how many of my events you hold (with
 	                        CM_F_REPLAY: send them all first); home CM -> rank: `clock` =
 	                        number of the rank's events logged */
-	CM_T_TYPE_MAX = 13
+	/* Cancelling a posted receive (MPI_Cancel), decided and recorded at the home CM. */
+	CM_T_CANCEL = 14,     /* rank -> home CM: withdraw receive request `clock` */
+	CM_T_CANCEL_ACK = 15, /* home CM -> rank: outcome for request `clock`: CM_F_CANCELLED
+	                         (removed, nothing will be delivered for it) or not (too late:
+	                         its DELIVER was sent before this answer) */
+	/* Garbage collection after an application checkpoint committed. */
+	CM_T_TRIM = 16, /* rank -> home CM: `clock` = first request id the rank's committed
+	                   checkpoint image does not cover; payload: u64 LE first event index
+	                   it does not cover. What the image consumed may be dropped. */
+	CM_T_TYPE_MAX = 16
 };
 
 /* Header flag bits. Bits not defined for a frame type must be zero. */
@@ -50,8 +59,9 @@ enum cm_frame_flags {
 	CM_F_BLOCKING = 1u << 1, /* PROBE: reply only when a match exists (MPI_Probe) */
 	CM_F_FOUND = 1u << 2,    /* PROBE_REPLY: a matching message exists */
 	CM_F_REPLAY = 1u << 3,   /* EVENT_ACK request: replay the logged events before the ack */
-	CM_F_TAKEOVER = 1u << 4  /* HELLO: replace the older incarnation's connection now, without
+	CM_F_TAKEOVER = 1u << 4, /* HELLO: replace the older incarnation's connection now, without
 	                            waiting for it to close (its unread frames are lost) */
+	CM_F_CANCELLED = 1u << 5 /* CANCEL_ACK: the receive request was withdrawn */
 };
 
 /* What a HELLO says the connecting party is. */
@@ -70,8 +80,8 @@ struct cm_header {
 	int32_t tag;    /* MPI tag (>= 0), CM_ANY_TAG in RECV_REQ/PROBE, error code in ERROR */
 	uint32_t ctx;   /* communicator context id */
 	uint32_t len;   /* payload bytes that follow the header */
-	uint64_t clock; /* MSG: sender clock; RECV_REQ/DELIVER/PROBE*: request id;
-	                   SYNC_ACK: clock of the acknowledged MSG */
+	uint64_t clock; /* MSG: sender clock; RECV_REQ, DELIVER, PROBE(_REPLY), CANCEL(_ACK):
+	                   request id; SYNC_ACK: clock of the acknowledged MSG */
 };
 
 /* HELLO payload, fixed size. */
@@ -89,6 +99,8 @@ struct cm_hello {
 
 /* EVENT payload: the event's value, 1 to CM_EVENT_PAYLOAD_MAX bytes. */
 #define CM_EVENT_PAYLOAD_MAX 8
+/* TRIM payload: the u64 first event index not covered. */
+#define CM_TRIM_PAYLOAD 8
 
 /* Longest ERROR payload text. */
 #define CM_ERROR_TEXT_MAX 256

@@ -6,7 +6,12 @@
  *   output.c   forwarding of the children's output, whole lines
  *   input.c    cmrun's stdin to rank 0
  *   procs.c    the rank and CM tables: wait statuses, signalling, addresses
- *   job.c      the event loop: start-up, exits, signals, timeout, teardown */
+ *   job.c      the event loop: start-up, exits, signals, timeout, teardown
+ *   hosts.c    --hosts / --host: named groups of ranks, placement by slots
+ *   ft.c       restarts, fault injection, the status line
+ *   detect.c   failure detection: CM reports, heartbeats
+ *   control.c  the ranks' control pipe (MPI_Abort, heartbeats)
+ *   repl.c     --replicate */
 #include <config.h>
 
 #include <errno.h>
@@ -63,6 +68,22 @@ static void ensure_fd_limit(const struct cmrun_options *o)
 		       o->nranks, (unsigned long long)need, (unsigned long long)rl.rlim_cur);
 }
 
+/* --print-map: where every rank goes, without running anything. Home CM
+ * as the ranks compute it without CHANMEM_HOME: rank % ncms. */
+static int print_map(const struct cmrun_options *o)
+{
+	for (int rank = 0; rank < o->nranks; rank++) {
+		const char *host = o->hosts.list[hosts_of_rank(&o->hosts, rank)].name;
+		if (o->transport == CMRUN_TRANSPORT_CM)
+			printf("rank %d -> %s (home CM %d)\n", rank, host, rank % o->ncms);
+		else if (o->transport == CMRUN_TRANSPORT_REPL)
+			printf("rank %d -> %s (%d replicas)\n", rank, host, o->replicas);
+		else
+			printf("rank %d -> %s\n", rank, host);
+	}
+	return fflush(stdout) == 0 && !ferror(stdout) ? 0 : CMRUN_EXIT_FAILURE;
+}
+
 int main(int argc, char **argv)
 {
 	struct cmrun_options opts;
@@ -73,6 +94,11 @@ int main(int argc, char **argv)
 	ensure_standard_fds();
 	cmrun_parse_options(argc, argv, &opts);
 	cm_log_init("cmrun", opts.verbosity);
+	if (opts.print_map) {
+		status = print_map(&opts);
+		hosts_free(&opts.hosts);
+		return status;
+	}
 	ensure_fd_limit(&opts);
 
 	memset(&job, 0, sizeof job);
@@ -114,7 +140,9 @@ int main(int argc, char **argv)
 	 * keep cmrun alive: exit ends the writer threads. */
 	bool abandon = job.abandon_output;
 	output_shutdown(!abandon);
-	if (!abandon)
+	if (!abandon) {
 		job_free(&job); /* a writer thread may still use the loop otherwise */
+		hosts_free(&opts.hosts);
+	}
 	return status;
 }

@@ -12,11 +12,19 @@
 
 static void handle_line(struct job *job, const char *line)
 {
-	int rank, code;
+	int rank, code, replica;
+	unsigned incarnation;
 	char extra;
 	if (sscanf(line, "abort %d %d %c", &rank, &code, &extra) == 2 && rank >= 0 &&
 	    rank < job->opts->nranks) {
 		job_rank_aborted(job, rank, code);
+		return;
+	}
+	/* client/heartbeat.c; detect.c checks the numbers. */
+	bool beat = strncmp(line, "heartbeat ", 10) == 0;
+	if ((beat || strncmp(line, "finalized ", 10) == 0) && strchr(line, '-') == NULL &&
+	    sscanf(line + 10, "%d %u %d %c", &rank, &incarnation, &replica, &extra) == 3) {
+		detect_heartbeat(job, rank, incarnation, replica, !beat);
 		return;
 	}
 	output_verbose("ignoring control report '%s'", line);
@@ -32,7 +40,8 @@ void control_drain(struct job *job)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return; /* EAGAIN: nothing queued; EOF cannot happen, cmrun holds a writer */
+			return; /* EAGAIN: nothing queued; EOF cannot happen, cmrun holds a writer
+			         */
 		job->control_len += (size_t)n;
 		job->control_buf[job->control_len] = '\0';
 		char *start = job->control_buf, *nl;

@@ -2,7 +2,8 @@
  * (each report is one write shorter than PIPE_BUF, so reports never mix).
  * A rank that calls MPI_Abort reports it here before it exits; cmrun reads
  * what is queued before it looks at any rank's exit, so the job ends with
- * the abort code even when another rank notices the lost peer first. */
+ * the abort code even when another rank notices the lost peer first.
+ * Heartbeats come the same way (client/heartbeat.h, dispatcher/detect.c). */
 #ifndef CMRUN_CONTROL_H
 #define CMRUN_CONTROL_H
 

@@ -12,6 +12,7 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -33,15 +34,56 @@ static uint64_t next_random(struct job *job)
 	return x * 0x2545F4914F6CDD1Dull;
 }
 
+/* "1.5MiB": the status line's byte counts. */
+static void format_bytes(unsigned long long n, char *buf, size_t len)
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)n;
+	size_t u = 0;
+	while (v >= 1024 && u + 1 < sizeof units / sizeof units[0]) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%lluB", n);
+	else
+		snprintf(buf, len, "%.1f%s", v, units[u]);
+}
+
+/* Log bytes held per CM: every CM up to a few, else the total. */
+static void format_logs(const struct job *job, char *buf, size_t len)
+{
+	enum { SHOWN_MAX = 4 };
+	size_t off = 0;
+	char one[32];
+	if (job->ncms == 0) {
+		snprintf(buf, len, "no CM");
+		return;
+	}
+	if (job->ncms > SHOWN_MAX) {
+		unsigned long long total = 0;
+		for (int i = 0; i < job->ncms; i++)
+			total += job->cms[i].log_bytes;
+		format_bytes(total, one, sizeof one);
+		snprintf(buf, len, "log %s over %d CMs", one, job->ncms);
+		return;
+	}
+	off += (size_t)snprintf(buf, len, "log");
+	for (int i = 0; i < job->ncms && off < len; i++) {
+		format_bytes(job->cms[i].log_bytes, one, sizeof one);
+		off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? " | " : " ", one);
+	}
+}
+
 static void show_status(struct job *job, bool final)
 {
-	char line[160];
-	int n = snprintf(line, sizeof line,
-	                 "\rcmrun: ranks running %d/%d, restarts %d, injected kills %d%s",
-	                 job->ranks_running, job->opts->nranks, job->restarts_total,
-	                 job->kills_done, final ? "\033[K\n" : "\033[K");
-	if (n > 0 && write(STDERR_FILENO, line, (size_t)n) < 0)
-		return; /* a status line is not worth failing for */
+	char line[320], logs[160];
+	format_logs(job, logs, sizeof logs);
+	snprintf(line, sizeof line,
+	         "cmrun: ranks running %d/%d, restarts %d, %s, replayed %llu, injected kills %d",
+	         job->ranks_running, job->nprocs, job->restarts_total, logs, detect_replayed(job),
+	         job->kills_done);
+	output_status(line, final);
 	job->status_shown = !final;
 }
 
@@ -64,6 +106,23 @@ static bool kill_rank(struct job *job, struct rank_proc *r, int sig, const char 
 	output_verbose("%s: %s to rank %d (pid %d, incarnation %u)", why, name, r->rank,
 	               (int)r->pid, r->incarnation);
 	return true;
+}
+
+static void on_kill_host(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct job *job = w->data;
+	const struct cmrun_options *o = job->opts;
+	if (job->phase != PHASE_RUN)
+		return;
+	/* Every rank of the host in one go, as when a machine goes down: the
+	 * restarts overlap, and each replays from its home CM. */
+	int killed = 0;
+	for (int i = 0; i < job->nprocs; i++)
+		if (job->ranks[i].host_index == o->kill_host &&
+		    kill_rank(job, &job->ranks[i], SIGKILL, "--kill-host"))
+			killed++;
+	output_verbose("--kill-host: host %s, %d rank%s killed", o->hosts.list[o->kill_host].name,
+	               killed, killed == 1 ? "" : "s");
 }
 
 static void on_kill_every(struct ev_loop *loop, ev_timer *w, int revents)
@@ -132,7 +191,16 @@ void ft_start(struct job *job)
 		job->kill_at_timer.data = job;
 		ev_timer_start(job->loop, &job->kill_at_timer);
 	}
-	if (o->status) {
+	if (o->kill_host >= 0) {
+		ev_timer_init(&job->kill_host_timer, on_kill_host, (double)o->kill_host_ns / 1e9,
+		              0.);
+		job->kill_host_timer.data = job;
+		ev_timer_start(job->loop, &job->kill_host_timer);
+	}
+	detect_start(job);
+	/* On a terminal by default; never when asked not to. */
+	job->status_on = !o->no_status && (o->status || isatty(STDERR_FILENO));
+	if (job->status_on) {
 		ev_timer_init(&job->status_timer, on_status, STATUS_PERIOD, STATUS_PERIOD);
 		job->status_timer.data = job;
 		ev_timer_start(job->loop, &job->status_timer);
@@ -146,22 +214,39 @@ void ft_stop(struct job *job)
 		ev_timer_stop(job->loop, &job->kill_timer);
 	if (o->kill_at_rank >= 0)
 		ev_timer_stop(job->loop, &job->kill_at_timer);
-	if (o->status && ev_is_active(&job->status_timer)) {
+	if (o->kill_host >= 0)
+		ev_timer_stop(job->loop, &job->kill_host_timer);
+	detect_stop(job);
+	if (job->status_on)
 		ev_timer_stop(job->loop, &job->status_timer);
+}
+
+void ft_final_status(struct job *job)
+{
+	/* After the CMs' last counters came (they report once more as they
+	 * stop), and after the ranks' output. */
+	if (job->status_on)
 		show_status(job, true);
-	}
 }
 
 bool ft_rank_failed(struct job *job, struct rank_proc *r, int wait_status)
 {
 	const struct cmrun_options *o = job->opts;
-	if (o->transport != CMRUN_TRANSPORT_CM || !WIFSIGNALED(wait_status))
+	/* Killed by a signal, or declared failed by detection (detect.c) and
+	 * killed, whatever status it managed to exit with first. */
+	if (o->transport != CMRUN_TRANSPORT_CM ||
+	    (!WIFSIGNALED(wait_status) && !r->declared_failed))
 		return false;
-	char how[96];
+	char how[160];
 	describe_wait_status(wait_status, how, sizeof how);
+	if (r->declared_failed) {
+		size_t l = strlen(how);
+		snprintf(how + l, sizeof how - l, " (declared failed: %s)", r->failed_why);
+	}
 	if (r->restarts >= o->max_restarts) {
 		output_message("rank %d %s; not restarted: it reached --max-restarts %d", r->rank,
 		               how, o->max_restarts);
+		r->stop_reported = true;
 		return false;
 	}
 	/* What the dead incarnation printed is out (or lost with it): the new

@@ -3,6 +3,7 @@
  * on something outside cmrun is bounded by phase_timer. */
 #include <config.h>
 
+#include "ckpt.h"
 #include "job.h"
 
 #include <errno.h>
@@ -247,17 +248,31 @@ static int build_rank_env(struct job *job)
 	const char *list_name = o->transport == CMRUN_TRANSPORT_CM     ? CM_ENV_CMS
 	                        : o->transport == CMRUN_TRANSPORT_REPL ? CM_ENV_REPL_PEERS
 	                                                               : CM_ENV_PEERS;
-	job->rank_env = calloc(7, sizeof *job->rank_env);
-	if (job->rank_env && o->transport == CMRUN_TRANSPORT_REPL &&
-	    asprintf(&job->rank_env[5], "%s=%d", CM_ENV_REPLICAS, o->replicas) < 0)
-		return -1;
+	int n = 0;
+	job->rank_env = calloc(12, sizeof *job->rank_env);
 	if (job->rank_env == NULL ||
-	    asprintf(&job->rank_env[0], "%s=%d", CM_ENV_SIZE, o->nranks) < 0 ||
-	    asprintf(&job->rank_env[1], "%s=%s", CM_ENV_SECRET, job->secret) < 0 ||
-	    asprintf(&job->rank_env[2], "%s=%s", CM_ENV_TRANSPORT,
+	    asprintf(&job->rank_env[n++], "%s=%d", CM_ENV_SIZE, o->nranks) < 0 ||
+	    asprintf(&job->rank_env[n++], "%s=%s", CM_ENV_SECRET, job->secret) < 0 ||
+	    asprintf(&job->rank_env[n++], "%s=%s", CM_ENV_TRANSPORT,
 	             cmrun_transport_name(o->transport)) < 0 ||
-	    asprintf(&job->rank_env[3], "%s=%s", list_name, list) < 0 ||
-	    asprintf(&job->rank_env[4], "%s=%d", CM_ENV_CONTROL_FD, control_rank_fd(job)) < 0)
+	    asprintf(&job->rank_env[n++], "%s=%s", list_name, list) < 0 ||
+	    asprintf(&job->rank_env[n++], "%s=%d", CM_ENV_CONTROL_FD, control_rank_fd(job)) < 0)
+		return -1;
+	if (o->transport == CMRUN_TRANSPORT_REPL &&
+	    asprintf(&job->rank_env[n++], "%s=%d", CM_ENV_REPLICAS, o->replicas) < 0)
+		return -1;
+	/* A beat every quarter of the timeout: three can be late or skipped
+	 * (full pipe, a loaded machine) before a rank looks silent. */
+	uint64_t beat_ms = o->heartbeat_timeout_ns / 4000000u;
+	if (o->heartbeat_timeout_ns &&
+	    asprintf(&job->rank_env[n++], "%s=%llu", CMRUN_ENV_HEARTBEAT_MS,
+	             (unsigned long long)(beat_ms ? beat_ms : 1)) < 0)
+		return -1;
+	if (job->ckpt_pid > 0 &&
+	    (asprintf(&job->rank_env[n++], "%s=%s", CM_ENV_CKPT, job->ckpt_addr) < 0 ||
+	     asprintf(&job->rank_env[n++], "%s=%s", CM_ENV_JOB_ID, job->ckpt_job_id) < 0 ||
+	     (o->ckpt_every &&
+	      asprintf(&job->rank_env[n++], "%s=%s", CM_ENV_CKPT_EVERY, o->ckpt_every) < 0)))
 		return -1;
 	return 0;
 }
@@ -378,7 +393,8 @@ static void rank_exited(struct job *job, struct rank_proc *r, int wait_status)
 		input_stop();
 	describe_wait_status(wait_status, how, sizeof how);
 	if (job->phase == PHASE_RUN && wait_status != 0) {
-		if (job->opts->transport == CMRUN_TRANSPORT_REPL && WIFSIGNALED(wait_status)) {
+		if (job->opts->transport == CMRUN_TRANSPORT_REPL &&
+		    (WIFSIGNALED(wait_status) || r->declared_failed)) {
 			/* No restart: the rank lives on in its other replicas. */
 			if (!repl_replica_failed(job, r, wait_status))
 				job_fail(job, exit_status_of(wait_status));
@@ -386,7 +402,11 @@ static void rank_exited(struct job *job, struct rank_proc *r, int wait_status)
 		}
 		if (ft_rank_failed(job, r, wait_status))
 			return; /* restarted: the job goes on */
-		output_message("rank %d %s", r->rank, how);
+		if (r->declared_failed && !r->stop_reported)
+			output_message("rank %d %s (declared failed: %s)", r->rank, how,
+			               r->failed_why);
+		else if (!r->stop_reported) /* else ft.c said why */
+			output_message("rank %d %s", r->rank, how);
 		job_fail(job, exit_status_of(wait_status));
 	} else {
 		output_verbose("rank %d (pid %d) %s", r->rank, (int)r->pid, how);
@@ -401,6 +421,7 @@ static void cm_exited(struct job *job, struct cm_proc *cm, int wait_status)
 	job->cms_running--;
 	if (cm->err)
 		output_source_drain(cm->err);
+	detect_cm_exited(job, cm);
 	if (cm->ready_fd >= 0) {
 		ev_io_stop(job->loop, &cm->ready_io);
 		close(cm->ready_fd);
@@ -439,6 +460,8 @@ static void on_child(struct ev_loop *loop, ev_child *w, int revents)
 			return;
 		}
 	}
+	if (job->ckpt_pid > 0 && w->rpid == job->ckpt_pid)
+		ckpt_server_exited(job, w->rstatus);
 }
 
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
@@ -532,13 +555,16 @@ int job_run(struct job *job)
 		job->ranks[i].rank = i / o->replicas;
 		job->ranks[i].replica = i % o->replicas;
 		job->ranks[i].held_out = job->ranks[i].held_err = -1;
-		job->ranks[i].host = "localhost";
+		job->ranks[i].host_index = hosts_of_rank(&o->hosts, job->ranks[i].rank);
+		job->ranks[i].host = o->hosts.list[job->ranks[i].host_index].name;
 		job->ranks[i].listen_fd = -1;
 	}
 	for (int i = 0; i < job->ncms; i++) {
 		job->cms[i].index = i;
 		job->cms[i].ready_fd = -1;
+		job->cms[i].report_fd = -1;
 	}
+	hosts_report_placement(&o->hosts, o->nranks);
 
 	ev_child_init(&job->child_watcher, on_child, 0, 0);
 	job->child_watcher.data = job;
@@ -568,11 +594,15 @@ int job_run(struct job *job)
 		if (open_direct_listeners(job) < 0)
 			return CMRUN_EXIT_FAILURE;
 		enter_phase(job, PHASE_START_CMS, 0); /* no CM: step() starts the ranks */
+	} else if (ckpt_server_start(job) < 0) {
+		return CMRUN_EXIT_FAILURE;
 	} else {
 		start_cms(job);
 	}
 	ev_run(loop, 0);
+	ckpt_server_stop(job);
 
+	ft_final_status(job);
 	input_stop();
 	control_close(job);
 	return job->failed ? job->exit_status : 0;

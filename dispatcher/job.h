@@ -26,7 +26,8 @@ struct rank_proc {
 	int rank;
 	pid_t pid; /* current incarnation; also its process group id */
 	unsigned incarnation;
-	const char *host; /* placement label; "localhost" until multi-host */
+	const char *host; /* placement: name of its host (opts->hosts) */
+	int host_index;
 	enum proc_state state;
 	int wait_status;
 	int listen_fd; /* direct transport: the rank's listening socket, kept
@@ -43,6 +44,18 @@ struct rank_proc {
 	int replica;
 	bool forwarded;
 	int held_out, held_err;
+	/* Detection (detect.c), reset at every spawn. declared_failed: cmrun
+	 * killed this incarnation (lost connection, no heartbeat), so however
+	 * it ends it is a failure to restart, once. */
+	bool declared_failed;
+	char failed_why[96];
+	bool stop_reported;  /* ft.c said why its death stops the job */
+	ev_timer lost_timer; /* a CM reported the connection lost: confirm */
+	unsigned lost_incarnation;
+	int lost_cm;
+	bool hb_watched;   /* a heartbeat of this incarnation came */
+	bool hb_finished;  /* it said "finalized": no more heartbeats expected */
+	ev_tstamp hb_last; /* when the last one came */
 };
 
 /* One channel memory (cmserver process). */
@@ -58,6 +71,12 @@ struct cm_proc {
 	char ready_buf[64];
 	size_t ready_len;
 	struct out_source *err;
+	/* --report-fd pipe (detect.c): "lost R I" and "stats BYTES REPLAYED". */
+	int report_fd; /* read end, -1 once closed */
+	ev_io report_io;
+	char report_buf[256];
+	size_t report_len;
+	unsigned long long log_bytes, replayed;
 };
 
 enum job_phase {
@@ -116,8 +135,24 @@ struct job {
 	ev_timer kill_timer;    /* --kill-every */
 	ev_timer kill_at_timer; /* --kill-at */
 	ev_timer status_timer;  /* --status */
+	bool status_on;         /* --status, or stderr is a terminal */
 	bool status_shown;
+	ev_timer kill_host_timer; /* --kill-host */
+	ev_timer heartbeat_timer; /* detect.c: checks heartbeat ages */
+
+	/* --ckpt-dir (ckpt.c): the checkpoint server, 0 when none. */
+	pid_t ckpt_pid;
+	char ckpt_addr[32];
+	char ckpt_job_id[24];
 };
+
+/* Heartbeat interval variable handed to ranks (the name client/heartbeat.h
+ * reads; it belongs in common/jobenv.h). */
+#define CMRUN_ENV_HEARTBEAT_MS "CHANMEM_HEARTBEAT_MS"
+/* A CM's "lost" report is acted on after this long if the process is still
+ * alive and not exiting: a rank that exits on its own (its sockets close
+ * first) is reaped by then and judged by its exit status instead. */
+#define CMRUN_LOST_CONFIRM 0.25
 
 /* Bounds of the phases (seconds). */
 #define CMRUN_CM_START_TIMEOUT 10.0
@@ -144,11 +179,33 @@ void job_free(struct job *job);
 void ft_start(struct job *job);
 /* The job is stopping or done: no more kills; the final status line. */
 void ft_stop(struct job *job);
+/* The job is over (every CM reaped, its last counters read): the final
+ * status line, if the status line is on. */
+void ft_final_status(struct job *job);
 /* Rank r (already marked exited, output drained) died with wait_status in
  * the run phase. Restarts it when that is what fault tolerance does;
  * returns true if it did (the job goes on), false when the job must stop
  * (a message saying why was printed if it is a restart limit). */
 bool ft_rank_failed(struct job *job, struct rank_proc *r, int wait_status);
+
+/* detect.c: failure detection. */
+/* Starts reading a just-spawned CM's report pipe. */
+void detect_cm_spawned(struct job *job, struct cm_proc *cm);
+/* The CM exited: reads what is left in its report pipe, closes it. */
+void detect_cm_exited(struct job *job, struct cm_proc *cm);
+/* A rank incarnation was (re)spawned: fresh detection state. */
+void detect_rank_spawned(struct job *job, struct rank_proc *r);
+/* A heartbeat (or, finished, the last word of a finalized rank) came
+ * over the control pipe. */
+void detect_heartbeat(struct job *job, int rank, unsigned incarnation, int replica, bool finished);
+/* Arms the heartbeat check (run phase), and stops it. */
+void detect_start(struct job *job);
+void detect_stop(struct job *job);
+/* Kills r (SIGKILL, by pid) and marks it failed for why: its exit then
+ * restarts it like a rank killed by a signal. */
+void detect_declare_failed(struct job *job, struct rank_proc *r, const char *why);
+/* Sum of the CMs' replay counters, for the status line. */
+unsigned long long detect_replayed(const struct job *job);
 
 /* repl.c: replication (--replicate). */
 /* Keeps or forwards the output pipes of a just-spawned replica. */

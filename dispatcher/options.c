@@ -46,7 +46,26 @@ static void usage(FILE *out)
 	    "                         number; default KILL)\n"
 	    "      --seed S           seed of the random choice of --kill-rank random\n"
 	    "      --kill-at R:T      kill rank R once, T after the ranks started\n"
-	    "      --status           one status line on stderr, updated in place\n"
+	    "      --kill-host NAME@T kill every rank of host NAME together, T after the\n"
+	    "                         ranks started (needs --hosts or --host)\n"
+	    "      --heartbeat-timeout T  a rank whose heartbeats stop for T (hung, stopped\n"
+	    "                         or cut off) is killed and restarted (default 10s;\n"
+	    "                         0: off)\n"
+	    "      --status           status line on stderr, updated in place: ranks\n"
+	    "                         running, restarts, log bytes per CM, messages\n"
+	    "                         replayed (default when stderr is a terminal)\n"
+	    "      --no-status        no status line, even on a terminal\n"
+	    "      --ckpt-dir DIR     start a checkpoint server (ckptserver) keeping the\n"
+	    "                         ranks' application checkpoints in DIR; a killed rank\n"
+	    "                         restarts from its latest one (docs/checkpointing.md)\n"
+	    "      --ckpt-every T     a rank checkpoints at its first chanmem_checkpoint\n"
+	    "                         call after T since its last one (default: every call)\n"
+	    "\n"
+	    "Placement: a host is a named group of ranks (on one machine, a label).\n"
+	    "      --hosts FILE       one host per line: NAME [slots=N] (default 1 slot;\n"
+	    "                         '#' comments); ranks fill the slots in order\n"
+	    "      --host LIST        the same inline: a,b:2,c (NAME[:SLOTS])\n"
+	    "      --print-map        print rank -> host (and home CM), then exit\n"
 	    "\n"
 	    "Replication (docs/replication.md): every rank runs as r processes over a direct\n"
 	    "TCP mesh; a killed replica is not restarted, the others carry on.\n"
@@ -127,7 +146,53 @@ enum {
 	OPT_STATUS,
 	OPT_REPLICATE,
 	OPT_KILL_REPLICA,
+	OPT_HEARTBEAT_TIMEOUT,
+	OPT_HOSTS,
+	OPT_HOST,
+	OPT_PRINT_MAP,
+	OPT_KILL_HOST,
+	OPT_NO_STATUS,
+	OPT_CKPT_DIR,
+	OPT_CKPT_EVERY,
 };
+
+/* --hosts / --host, the slot count, --kill-host's host. */
+static void parse_placement(struct cmrun_options *opts, const char *hosts_file,
+                            const char *host_list, const char *kill_host_text)
+{
+	char err[512];
+	if (hosts_file && host_list)
+		bad_usage("--hosts and --host both give the hosts: use one");
+	if (hosts_file) {
+		if (hosts_parse_file(hosts_file, &opts->hosts, err, sizeof err) < 0)
+			bad_usage("%s", err);
+		opts->hosts_source = hosts_file;
+	} else if (host_list) {
+		if (hosts_parse_list(host_list, &opts->hosts, err, sizeof err) < 0)
+			bad_usage("%s", err);
+		opts->hosts_source = "--host";
+	} else {
+		/* One machine, one label, a slot per rank. */
+		if (hosts_parse_list("localhost", &opts->hosts, err, sizeof err) < 0)
+			bad_usage("%s", err);
+		opts->hosts.list[0].slots = opts->hosts.total_slots = opts->nranks;
+	}
+	if (opts->hosts.total_slots < opts->nranks)
+		bad_usage("-n %d needs %d slots, and the hosts of %s have %d (give hosts more "
+		          "with slots=N or NAME:N)",
+		          opts->nranks, opts->nranks, opts->hosts_source, opts->hosts.total_slots);
+	if (kill_host_text) {
+		char name[CMRUN_HOST_NAME_MAX + 1];
+		size_t len = (size_t)(strrchr(kill_host_text, '@') - kill_host_text);
+		snprintf(name, sizeof name, "%.*s", (int)len, kill_host_text);
+		if (hosts_file == NULL && host_list == NULL)
+			bad_usage("--kill-host goes with --hosts or --host (hosts to kill)");
+		opts->kill_host = hosts_find(&opts->hosts, name);
+		if (opts->kill_host < 0)
+			bad_usage("--kill-host %s: no host '%s' in %s", kill_host_text, name,
+			          opts->hosts_source);
+	}
+}
 
 void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 {
@@ -149,12 +214,21 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	    {"status", no_argument, NULL, OPT_STATUS},
 	    {"replicate", required_argument, NULL, OPT_REPLICATE},
 	    {"kill-replica", required_argument, NULL, OPT_KILL_REPLICA},
+	    {"heartbeat-timeout", required_argument, NULL, OPT_HEARTBEAT_TIMEOUT},
+	    {"hosts", required_argument, NULL, OPT_HOSTS},
+	    {"host", required_argument, NULL, OPT_HOST},
+	    {"print-map", no_argument, NULL, OPT_PRINT_MAP},
+	    {"kill-host", required_argument, NULL, OPT_KILL_HOST},
+	    {"no-status", no_argument, NULL, OPT_NO_STATUS},
+	    {"ckpt-dir", required_argument, NULL, OPT_CKPT_DIR},
+	    {"ckpt-every", required_argument, NULL, OPT_CKPT_EVERY},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	bool have_n = false, have_cms = false, have_mode = false, have_max_message = false;
 	long value;
+	uint64_t value_ns;
 
 	memset(opts, 0, sizeof *opts);
 	opts->ncms = 1;
@@ -167,6 +241,10 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	opts->kill_at_rank = -1;
 	opts->replicas = 1;
 	opts->kill_replica = -1;
+	opts->kill_host = -1;
+	opts->heartbeat_timeout_ns = CMRUN_DEFAULT_HEARTBEAT_TIMEOUT_NS;
+	opts->heartbeat_timeout_text = "10s";
+	const char *hosts_file = NULL, *host_list = NULL, *kill_host_text = NULL;
 	bool have_kill_opts = false, have_transport = false, have_replicate = false;
 	const char *kill_rank_text = NULL;
 
@@ -312,6 +390,51 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 		case OPT_STATUS:
 			opts->status = true;
 			break;
+		case OPT_NO_STATUS:
+			opts->no_status = true;
+			break;
+		case OPT_HEARTBEAT_TIMEOUT:
+			if (cm_parse_duration(optarg, &opts->heartbeat_timeout_ns) < 0 ||
+			    (opts->heartbeat_timeout_ns > 0 &&
+			     opts->heartbeat_timeout_ns < CMRUN_MIN_HEARTBEAT_TIMEOUT_NS) ||
+			    opts->heartbeat_timeout_ns >
+			        (uint64_t)CMRUN_MAX_HEARTBEAT_TIMEOUT_S * 1000000000ull)
+				bad_usage(
+				    "--heartbeat-timeout takes 0 (off) or a duration from 10ms "
+				    "to %ds such as 500ms or 10s, not '%s'",
+				    CMRUN_MAX_HEARTBEAT_TIMEOUT_S, optarg);
+			opts->heartbeat_timeout_text = optarg;
+			break;
+		case OPT_HOSTS:
+			hosts_file = optarg;
+			break;
+		case OPT_HOST:
+			host_list = optarg;
+			break;
+		case OPT_PRINT_MAP:
+			opts->print_map = true;
+			break;
+		case OPT_KILL_HOST: {
+			const char *at = strrchr(optarg, '@');
+			if (at == NULL || at == optarg ||
+			    cm_parse_duration(at + 1, &opts->kill_host_ns) < 0)
+				bad_usage("--kill-host takes NAME@DELAY such as b@200ms, not '%s'",
+				          optarg);
+			kill_host_text = optarg;
+			break;
+		}
+		case OPT_CKPT_DIR:
+			if (optarg[0] == '\0')
+				bad_usage("--ckpt-dir takes a directory, not an empty name");
+			opts->ckpt_dir = optarg;
+			break;
+		case OPT_CKPT_EVERY:
+			if (cm_parse_duration(optarg, &value_ns) < 0 || value_ns == 0)
+				bad_usage(
+				    "--ckpt-every takes a duration such as 500ms or 10s, not '%s'",
+				    optarg);
+			opts->ckpt_every = optarg;
+			break;
 		case 'v':
 			opts->verbosity++;
 			break;
@@ -344,6 +467,9 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 		if (opts->kill_every_ns || have_kill_opts)
 			bad_usage("--kill-every does not apply to --replicate (use --kill-at with "
 			          "--kill-replica)");
+		if (kill_host_text)
+			bad_usage("--kill-host does not apply to --replicate (use --kill-at with "
+			          "--kill-replica)");
 	}
 	if (opts->kill_replica >= 0 &&
 	    (!have_replicate || opts->kill_at_rank < 0 || opts->kill_replica >= opts->replicas))
@@ -360,8 +486,14 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 		bad_usage("--kill-at: rank %d is not in the job (ranks 0 to %d)",
 		          opts->kill_at_rank, opts->nranks - 1);
 	if (opts->transport == CMRUN_TRANSPORT_DIRECT &&
-	    (opts->kill_every_ns || opts->kill_at_rank >= 0))
-		bad_usage("fault injection (--kill-every, --kill-at) needs --transport cm: "
-		          "the direct transport cannot restart a rank");
+	    (opts->kill_every_ns || opts->kill_at_rank >= 0 || kill_host_text))
+		bad_usage("fault injection (--kill-every, --kill-at, --kill-host) needs "
+		          "--transport cm: the direct transport cannot restart a rank");
+	if (opts->ckpt_every && opts->ckpt_dir == NULL)
+		bad_usage("--ckpt-every goes with --ckpt-dir (where the checkpoints go)");
+	if (opts->ckpt_dir && opts->transport != CMRUN_TRANSPORT_CM)
+		bad_usage("--ckpt-dir needs --transport cm: only a rank restarted from a channel "
+		          "memory's log can resume from a checkpoint");
+	parse_placement(opts, hosts_file, host_list, kill_host_text);
 	opts->program_argv = &argv[optind];
 }

@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "hosts.h"
+
 #define CMRUN_MAX_RANKS 4096
 #define CMRUN_MAX_CMS 256
 #define CMRUN_EXIT_USAGE 2
@@ -13,6 +15,13 @@
 #define CMRUN_DEFAULT_KILL_COUNT 5
 #define CMRUN_MAX_KILL_COUNT 100000
 #define CMRUN_MAX_REPLICAS 4
+/* --heartbeat-timeout default: long enough that a rank descheduled on a
+ * loaded machine, or one writing a large checkpoint, is not taken for a hung
+ * one (false kills cost a re-execution); short enough that a hung job is
+ * noticed in seconds rather than at --timeout. */
+#define CMRUN_DEFAULT_HEARTBEAT_TIMEOUT_NS 10000000000ull
+#define CMRUN_MIN_HEARTBEAT_TIMEOUT_NS 10000000ull /* 10ms: beats every 2.5ms */
+#define CMRUN_MAX_HEARTBEAT_TIMEOUT_S 3600
 
 enum cmrun_transport {
 	CMRUN_TRANSPORT_CM,
@@ -40,7 +49,21 @@ struct cmrun_options {
 	bool have_seed;
 	int kill_at_rank; /* --kill-at RANK:DELAY, -1 = none */
 	uint64_t kill_at_ns;
-	bool status;      /* --status */
+	bool status;    /* --status */
+	bool no_status; /* --no-status (the default is on when stderr is a terminal) */
+	/* Detection (docs/fault-tolerance.md): 0 = heartbeats off. */
+	uint64_t heartbeat_timeout_ns; /* --heartbeat-timeout */
+	/* Application checkpoints (ckpt.c): NULL = none. */
+	const char *ckpt_dir;   /* --ckpt-dir */
+	const char *ckpt_every; /* --ckpt-every, as given (the ranks parse it) */
+	const char *heartbeat_timeout_text;
+	/* Placement (--hosts FILE / --host LIST; one host "localhost" with a
+	 * slot per rank without them). */
+	struct cmrun_hosts hosts;
+	const char *hosts_source; /* "FILE" or "--host", for messages */
+	bool print_map;           /* --print-map */
+	int kill_host;            /* --kill-host NAME@T: index in hosts, -1 = none */
+	uint64_t kill_host_ns;
 	int replicas;     /* --replicate r (transport repl), else 1 */
 	int kill_replica; /* --kill-replica: the replica --kill-at kills (repl; -1: the last) */
 	char *const *program_argv; /* PROGRAM ARGS..., NULL-terminated (points into argv) */

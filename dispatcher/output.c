@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "net.h"
+#include "status_line.h"
 
 /* One read takes at most this much from a pipe, so a chatty rank cannot
  * starve the others; a partial line up to this size is kept per source. */
@@ -42,6 +43,7 @@ struct out_stream {
 	unsigned long long written; /* bytes handed to write(2) so far */
 	bool writing;
 	bool stop;
+	bool status_wake; /* stderr: the status line changed */
 	/* Loop thread only. */
 	struct out_source *owner; /* source that emitted a partial line */
 	struct out_source *waiting_head, *waiting_tail;
@@ -84,15 +86,22 @@ static struct {
 static void *writer_main(void *arg)
 {
 	struct out_stream *s = arg;
+	int which = s == &out.streams[OUT_STDOUT] ? OUT_STDOUT : OUT_STDERR;
 	bool broken = false;
 
 	for (;;) {
 		pthread_mutex_lock(&s->lock);
-		while (s->head == NULL && !s->stop)
+		while (s->head == NULL && !s->stop && !s->status_wake)
 			pthread_cond_wait(&s->cond, &s->lock);
 		struct chunk *c = s->head;
+		bool redraw = s->status_wake;
+		s->status_wake = false;
 		if (c == NULL) {
 			pthread_mutex_unlock(&s->lock);
+			if (redraw) {
+				status_line_redraw();
+				continue;
+			}
 			break;
 		}
 		s->head = c->next;
@@ -103,8 +112,7 @@ static void *writer_main(void *arg)
 
 		/* A reader that went away (EPIPE: `cmrun ... | head`) loses the
 		 * rest; the job itself goes on, as ranks' writes still drain. */
-		if (!broken && cm_write_full(s->fd, c->data, c->len) < 0)
-			broken = true;
+		broken = status_line_write(which, s->fd, c->data, c->len, broken);
 
 		pthread_mutex_lock(&s->lock);
 		s->queued -= c->len;
@@ -483,6 +491,25 @@ static void message_v(const char *fmt, va_list ap)
 	memcpy(c->data, line, len);
 	c->len = len;
 	stream_enqueue(&out.streams[OUT_STDERR], c);
+}
+
+void output_status(const char *text, bool final)
+{
+	if (!out.running) {
+		/* No writer: straight out (early exits). */
+		char line[600];
+		int n = snprintf(line, sizeof line, "\r%s%s", text, final ? "\033[K\n" : "\033[K");
+		if (n > 0)
+			cm_write_full(STDERR_FILENO, line,
+			              (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+		return;
+	}
+	status_line_set(text, final);
+	struct out_stream *s = &out.streams[OUT_STDERR];
+	pthread_mutex_lock(&s->lock);
+	s->status_wake = true;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->lock);
 }
 
 void output_message(const char *fmt, ...)

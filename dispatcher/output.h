@@ -57,6 +57,11 @@ void output_source_close(struct out_source *src);
  * output_shutdown they go straight to stderr. */
 void output_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The status line (text without newline): drawn on stderr below the
+ * forwarded lines, redrawn after them; final draws it once more and ends it
+ * with a newline. */
+void output_status(const char *text, bool final);
+
 /* The same, only with --verbose. */
 void output_verbose(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -40,15 +40,6 @@ void spawn_save_signal_dispositions(void)
 /* What the child becomes. Everything is prepared before fork: between fork
  * and exec the child only makes async-signal-safe calls (the writer threads
  * may hold the allocator's lock at fork time). */
-struct child_spec {
-	const char *path;
-	char *const *argv;
-	char *const *envp;
-	int stdin_fd, stdout_fd, stderr_fd;
-	int keep_fd;  /* inherited across exec (listening socket, ready pipe), or -1 */
-	int keep_fd2; /* a second one (the control pipe of ranks), or -1 */
-};
-
 static void __attribute__((noreturn))
 child_exec(const struct child_spec *spec, int status_fd, pid_t parent)
 {
@@ -93,7 +84,7 @@ fail:;
 
 /* fork + exec. Returns the pid once exec succeeded (a CLOEXEC pipe tells:
  * EOF means exec happened, an int means it failed with that errno). */
-static pid_t spawn_process(const struct child_spec *spec, char *err, size_t errlen)
+pid_t spawn_process(const struct child_spec *spec, char *err, size_t errlen)
 {
 	int status_pipe[2];
 	sigset_t all, old;
@@ -194,15 +185,16 @@ char *spawn_find_program(const char *name, char *err, size_t errlen, int *exit_s
 	return NULL;
 }
 
-char *spawn_find_cmserver(char *err, size_t errlen)
+char *spawn_find_server(const char *name, const char *env_var, const char *build_dir, char *err,
+                        size_t errlen)
 {
 	int status;
-	const char *from_env = getenv("CHANMEM_CMSERVER");
+	const char *from_env = getenv(env_var);
 	if (from_env && *from_env) {
 		char why[PATH_MAX + 128];
 		char *path = spawn_find_program(from_env, why, sizeof why, &status);
 		if (path == NULL)
-			snprintf(err, errlen, "CHANMEM_CMSERVER: %s", why);
+			snprintf(err, errlen, "%s: %s", env_var, why);
 		return path;
 	}
 
@@ -213,22 +205,27 @@ char *spawn_find_cmserver(char *err, size_t errlen)
 		char *slash = strrchr(self, '/');
 		if (slash) {
 			*slash = '\0';
-			static const char *const relative[] = {"cmserver", "../cmserver/cmserver"};
-			for (size_t i = 0; i < 2; i++) {
-				char candidate[PATH_MAX + 32];
-				snprintf(candidate, sizeof candidate, "%s/%s", self, relative[i]);
-				if (check_executable(candidate) == 0)
-					return strdup(candidate);
-			}
+			char candidate[2 * PATH_MAX];
+			snprintf(candidate, sizeof candidate, "%s/%s", self, name);
+			if (check_executable(candidate) == 0)
+				return strdup(candidate);
+			snprintf(candidate, sizeof candidate, "%s/../%s/%s", self, build_dir, name);
+			if (check_executable(candidate) == 0)
+				return strdup(candidate);
 		}
 	}
 	char why[PATH_MAX + 128];
-	char *path = spawn_find_program("cmserver", why, sizeof why, &status);
+	char *path = spawn_find_program(name, why, sizeof why, &status);
 	if (path == NULL)
 		snprintf(err, errlen,
-		         "cannot find cmserver (not next to cmrun, not in PATH; "
-		         "CHANMEM_CMSERVER may name it)");
+		         "cannot find %s (not next to cmrun, not in PATH; %s may name it)", name,
+		         env_var);
 	return path;
+}
+
+char *spawn_find_cmserver(char *err, size_t errlen)
+{
+	return spawn_find_server("cmserver", "CHANMEM_CMSERVER", "cmserver", err, errlen);
 }
 
 int spawn_make_secret(char out[CM_SECRET_LEN + 1])
@@ -258,8 +255,9 @@ int spawn_make_secret(char out[CM_SECRET_LEN + 1])
 static bool is_job_variable(const char *entry)
 {
 	static const char *const names[] = {
-	    CM_ENV_RANK, CM_ENV_SIZE, CM_ENV_INCARNATION, CM_ENV_SECRET,    CM_ENV_TRANSPORT,
-	    CM_ENV_CMS,  CM_ENV_HOME, CM_ENV_PEERS,       CM_ENV_LISTEN_FD, CM_ENV_CONTROL_FD};
+	    CM_ENV_RANK,      CM_ENV_SIZE,       CM_ENV_INCARNATION,    CM_ENV_SECRET,
+	    CM_ENV_TRANSPORT, CM_ENV_CMS,        CM_ENV_HOME,           CM_ENV_PEERS,
+	    CM_ENV_LISTEN_FD, CM_ENV_CONTROL_FD, CMRUN_ENV_HEARTBEAT_MS};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
 		size_t len = strlen(names[i]);
 		if (strncmp(entry, names[i], len) == 0 && entry[len] == '=')
@@ -284,7 +282,7 @@ int spawn_base_env(struct job *job)
 }
 
 /* base_env + extra (NULL-terminated) + up to three more entries. */
-static char **build_env(struct job *job, char **extra, const char *a, const char *b, const char *c)
+char **spawn_build_env(struct job *job, char **extra, const char *a, const char *b, const char *c)
 {
 	size_t nextra = 0;
 	while (extra && extra[nextra])
@@ -337,8 +335,8 @@ int spawn_rank(struct job *job, struct rank_proc *r)
 		snprintf(incarnation_var, sizeof incarnation_var, "%s=%u", CM_ENV_INCARNATION,
 		         r->incarnation);
 	snprintf(fd_var, sizeof fd_var, "%s=%d", CM_ENV_LISTEN_FD, r->listen_fd);
-	char **env = build_env(job, job->rank_env, rank_var, incarnation_var,
-	                       r->listen_fd >= 0 ? fd_var : NULL);
+	char **env = spawn_build_env(job, job->rank_env, rank_var, incarnation_var,
+	                             r->listen_fd >= 0 ? fd_var : NULL);
 	if (env == NULL) {
 		output_message("error: rank %d: out of memory", r->rank);
 		close_pair(out);
@@ -371,6 +369,7 @@ int spawn_rank(struct job *job, struct rank_proc *r)
 	r->pid = pid;
 	r->state = PROC_RUNNING;
 	job->ranks_running++;
+	detect_rank_spawned(job, r);
 
 	char prefix[32] = "";
 	if (job->opts->tag_output)
@@ -402,23 +401,26 @@ int spawn_rank(struct job *job, struct rank_proc *r)
 int spawn_cm(struct job *job, struct cm_proc *cm)
 {
 	const struct cmrun_options *o = job->opts;
-	int ready[2] = {-1, -1}, err[2] = {-1, -1};
+	int ready[2] = {-1, -1}, err[2] = {-1, -1}, report[2] = {-1, -1};
 	char why[PATH_MAX + 256];
 
-	if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
+	if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
+	    pipe2(report, O_CLOEXEC) < 0) {
 		output_message("error: cmserver %d: pipe: %s", cm->index, strerror(errno));
 		close_pair(ready);
 		close_pair(err);
+		close_pair(report);
 		return -1;
 	}
-	char ready_fd[16], max_message[32], secret_var[64];
+	char ready_fd[16], report_fd[16], max_message[32], secret_var[64];
 	snprintf(ready_fd, sizeof ready_fd, "%d", ready[1]);
+	snprintf(report_fd, sizeof report_fd, "%d", report[1]);
 	snprintf(max_message, sizeof max_message, "%llu", (unsigned long long)o->max_message);
 	snprintf(secret_var, sizeof secret_var, "%s=%s", CM_ENV_SECRET, job->secret);
 
 	/* The secret travels in the environment, never on the command line
 	 * (which every user of the machine can read in /proc). */
-	char *argv[12];
+	char *argv[16];
 	int argc = 0;
 	argv[argc++] = "cmserver";
 	argv[argc++] = "--mode";
@@ -427,6 +429,9 @@ int spawn_cm(struct job *job, struct cm_proc *cm)
 	argv[argc++] = "127.0.0.1:0";
 	argv[argc++] = "--ready-fd";
 	argv[argc++] = ready_fd;
+	/* Lost connections and counters (detect.c). */
+	argv[argc++] = "--report-fd";
+	argv[argc++] = report_fd;
 	if (o->max_message) {
 		argv[argc++] = "--max-message";
 		argv[argc++] = max_message;
@@ -435,11 +440,12 @@ int spawn_cm(struct job *job, struct cm_proc *cm)
 		argv[argc++] = "--verbose";
 	argv[argc] = NULL;
 
-	char **env = build_env(job, NULL, secret_var, NULL, NULL);
+	char **env = spawn_build_env(job, NULL, secret_var, NULL, NULL);
 	if (env == NULL) {
 		output_message("error: cmserver %d: out of memory", cm->index);
 		close_pair(ready);
 		close_pair(err);
+		close_pair(report);
 		return -1;
 	}
 	/* Its "listening on" line is for people running it by hand; with -v
@@ -452,18 +458,23 @@ int spawn_cm(struct job *job, struct cm_proc *cm)
 	    .stdout_fd = o->verbosity >= 1 ? err[1] : job->devnull_fd,
 	    .stderr_fd = err[1],
 	    .keep_fd = ready[1],
-	    .keep_fd2 = -1,
+	    .keep_fd2 = report[1],
 	};
 	pid_t pid = spawn_process(&spec, why, sizeof why);
 	free(env);
 	close(ready[1]);
 	close(err[1]);
+	close(report[1]);
 	if (pid < 0) {
 		output_message("error: cmserver %d: %s", cm->index, why);
 		close(ready[0]);
 		close(err[0]);
+		close(report[0]);
 		return -1;
 	}
+	cm->report_fd = report[0];
+	cm_set_nonblock(report[0], 1);
+	detect_cm_spawned(job, cm);
 	cm->pid = pid;
 	cm->state = PROC_RUNNING;
 	job->cms_running++;

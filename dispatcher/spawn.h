@@ -17,9 +17,28 @@ void spawn_save_signal_dispositions(void);
  * err and *exit_status set to 127 (not found) or 126 (not executable). */
 char *spawn_find_program(const char *name, char *err, size_t errlen, int *exit_status);
 
-/* cmserver: $CHANMEM_CMSERVER, else next to cmrun's own executable, else
- * ../cmserver/cmserver from it (build tree), else PATH. */
+/* A server program: $ENV_VAR, else next to cmrun's own executable, else
+ * ../BUILD_DIR/NAME from it (build tree), else PATH. */
+char *spawn_find_server(const char *name, const char *env_var, const char *build_dir, char *err,
+                        size_t errlen);
+/* cmserver (CHANMEM_CMSERVER, ../cmserver/cmserver). */
 char *spawn_find_cmserver(char *err, size_t errlen);
+
+struct child_spec {
+	const char *path;
+	char *const *argv;
+	char *const *envp;
+	int stdin_fd, stdout_fd, stderr_fd;
+	int keep_fd;  /* inherited across exec (listening socket, ready pipe), or -1 */
+	int keep_fd2; /* a second one (the control pipe of ranks), or -1 */
+};
+/* fork + exec with cmrun's child set-up (own process group, PDEATHSIG,
+ * default signal dispositions). Returns the pid once exec succeeded, or -1
+ * with the reason in err. */
+pid_t spawn_process(const struct child_spec *spec, char *err, size_t errlen);
+/* The user's environment plus the job-wide extra entries and a, b, c
+ * (each may be NULL). malloc'd array of borrowed strings. */
+char **spawn_build_env(struct job *job, char **extra, const char *a, const char *b, const char *c);
 
 /* 32 hex characters from 16 random bytes. Returns 0 or -1. */
 int spawn_make_secret(char out[CM_SECRET_LEN + 1]);

@@ -271,6 +271,87 @@ static void expect_events(struct cm_session *s, int rank, const uint64_t *values
 	ck_assert_uint_eq(fr[n].h.clock, count);
 }
 
+static void trim(struct cm_session *s, int rank, uint64_t req_cut, uint64_t ev_cut)
+{
+	uint8_t pl[CM_TRIM_PAYLOAD];
+	cm_put_u64(pl, ev_cut);
+	struct bytes b = {0};
+	frame_add(&b, CM_T_TRIM, 0, rank, rank, 0, 0, req_cut, pl, sizeof pl);
+	feed_bytes(s, &b, SIZE_MAX);
+	bytes_free(&b);
+}
+
+/* A committed checkpoint's TRIM drops the delivered messages and events it
+ * covers; a restarted incarnation resuming from that image replays what
+ * came after, a request below the cut is refused, undelivered messages
+ * stay. */
+START_TEST(test_trim_after_checkpoint)
+{
+	struct cm_session *a = join(0, 2), *b = join(1, 2);
+	send_str(a, 0, 1, 1, 0, "m0");
+	send_str(a, 0, 1, 1, 1, "m1");
+	send_str(a, 0, 1, 1, 2, "m2");
+	send_str(a, 0, 1, 1, 3, "m3");
+	post(b, 1, 0, 1, 0, 0);
+	expect_deliver(b, 0, 1, 0, "m0");
+	post(b, 1, 0, 1, 0, 1);
+	expect_deliver(b, 0, 1, 1, "m1");
+	post(b, 1, 0, 1, 0, 2);
+	expect_deliver(b, 0, 1, 2, "m2");
+	event(b, 1, EV_KIND_TEST, 0, 10, SIZE_MAX);
+	event(b, 1, EV_KIND_TEST, 1, 11, SIZE_MAX);
+	/* The image covers requests 0, 1 and event 0. */
+	trim(b, 1, 2, 1);
+	expect_nothing(b);
+	struct cm_core_stats st;
+	cm_core_stats(H.core, &st);
+	ck_assert_uint_eq(st.log_entries_collected, 2);
+	ck_assert_uint_eq(st.events_collected, 1);
+
+	close_sess(b); /* rank 1 dies; restarts from the image */
+	struct cm_session *b1 = join_inc(1, 2, 1, NULL);
+	struct bytes q = {0};
+	frame_add(&q, CM_T_EVENT_ACK, CM_F_REPLAY, 1, 1, 0, 0, 1, NULL, 0);
+	feed_bytes(b1, &q, SIZE_MAX);
+	bytes_free(&q);
+	uint64_t v = 11;
+	struct rframe fr[4];
+	ck_assert_uint_eq(take(b1, fr, 4), 2);
+	ck_assert_int_eq(fr[0].h.type, CM_T_EVENT);
+	ck_assert_uint_eq(fr[0].h.clock, 1);
+	ck_assert_uint_eq(cm_get_u64(fr[0].payload), v);
+	ck_assert_int_eq(fr[1].h.type, CM_T_EVENT_ACK);
+	ck_assert_uint_eq(fr[1].h.clock, 2);
+	post(b1, 1, 0, 1, 0, 2); /* after the image: replayed */
+	expect_deliver(b1, 0, 1, 2, "m2");
+	post(b1, 1, 0, 1, 0, 3); /* new: matches the undelivered one */
+	expect_deliver(b1, 0, 1, 3, "m3");
+	post(b1, 1, 0, 1, 0, 1); /* below the cut: refused, not invented */
+	expect_error(b1, CM_E_STATE);
+	/* Events before the cut cannot be asked for any more. */
+	struct cm_session *b2 = join_takeover(1, 2, 2);
+	frame_add(&q, CM_T_EVENT_ACK, CM_F_REPLAY, 1, 1, 0, 0, 0, NULL, 0);
+	feed_bytes(b2, &q, SIZE_MAX);
+	bytes_free(&q);
+	expect_error(b2, CM_E_STATE);
+}
+END_TEST
+
+/* A TRIM past what the CM holds (a lost frame, a broken client) is clamped:
+ * nothing undelivered is dropped. */
+START_TEST(test_trim_clamped)
+{
+	struct cm_session *a = join(0, 2), *b = join(1, 2);
+	send_str(a, 0, 1, 1, 0, "kept");
+	trim(b, 1, 1000, 1000);
+	post(b, 1, 0, 1, 0, 0);
+	expect_deliver(b, 0, 1, 0, "kept");
+	struct cm_core_stats st;
+	cm_core_stats(H.core, &st);
+	ck_assert_uint_eq(st.log_entries_collected, 0);
+}
+END_TEST
+
 /* A newer incarnation's HELLO waits for the dead one's connection to end:
  * the frames still unread on it (a message, an event, a receive request) are
  * processed first, so the new one replays them instead of re-deciding. */
@@ -425,6 +506,8 @@ int main(void)
 	tcase_set_timeout(t, 60);
 	tcase_add_test(t, test_replay_in_order);
 	tcase_add_test(t, test_replace_live_session);
+	tcase_add_test(t, test_trim_after_checkpoint);
+	tcase_add_test(t, test_trim_clamped);
 	tcase_add_test(t, test_new_incarnation_waits_for_old);
 	tcase_add_test(t, test_waiting_incarnation_closes);
 	tcase_add_test(t, test_pending_not_replayed);

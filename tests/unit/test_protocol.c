@@ -24,6 +24,10 @@ static struct cm_header make(uint8_t type)
 		h.clock = 7;
 		h.len = CM_EVENT_PAYLOAD_MAX;
 		break;
+	case CM_T_TRIM:
+		h.clock = 42;
+		h.len = CM_TRIM_PAYLOAD;
+		break;
 	case CM_T_MSG:
 	case CM_T_DELIVER:
 		h.tag = 5;
@@ -43,6 +47,25 @@ static enum cm_err roundtrip(const struct cm_header *h, struct cm_header *out)
 	cm_header_encode(h, buf);
 	return cm_header_decode(buf, sizeof buf, &lim, out);
 }
+
+/* TRIM carries exactly the 8-byte event cut and nothing in tag/ctx. */
+START_TEST(trim_validated)
+{
+	struct cm_header h = make(CM_T_TRIM), out;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_OK);
+	h.len = 0;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_LENGTH);
+	h = make(CM_T_TRIM);
+	h.tag = 3;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_FIELD);
+	h = make(CM_T_TRIM);
+	h.flags = CM_F_REPLAY;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_FLAGS);
+	h = make(CM_T_TRIM);
+	h.dst = 99;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_RANK);
+}
+END_TEST
 
 START_TEST(every_type_roundtrips)
 {
@@ -92,6 +115,52 @@ START_TEST(event_frames_validated)
 	ck_assert_str_eq(cm_type_str(CM_T_EVENT), "EVENT");
 	ck_assert_str_eq(cm_type_str(CM_T_EVENT_ACK), "EVENT_ACK");
 	ck_assert_str_eq(cm_type_str(CM_T_TYPE_MAX + 1), "?");
+}
+END_TEST
+
+/* CANCEL names a request by its id alone: header only, tag and ctx zero, no
+ * flag; CANCEL_ACK may say CM_F_CANCELLED and nothing else. */
+START_TEST(cancel_frames_validated)
+{
+	struct cm_header h = make(CM_T_CANCEL), out;
+	h.src = h.dst = 3;
+	h.clock = 41;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_OK);
+	ck_assert(out.clock == 41);
+	h.len = 1;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_LENGTH);
+	h = make(CM_T_CANCEL);
+	h.tag = 2;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_FIELD);
+	h = make(CM_T_CANCEL);
+	h.ctx = 1;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_FIELD);
+	h = make(CM_T_CANCEL);
+	h.src = CM_ANY_SOURCE;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_RANK);
+	h = make(CM_T_CANCEL);
+	h.dst = (int32_t)lim.world_size;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_RANK);
+	h = make(CM_T_CANCEL);
+	h.flags = CM_F_CANCELLED;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_FLAGS);
+
+	h = make(CM_T_CANCEL_ACK);
+	h.flags = CM_F_CANCELLED;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_OK);
+	ck_assert_uint_eq(out.flags, CM_F_CANCELLED);
+	h.flags = 0;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_OK);
+	h.flags = CM_F_FOUND;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_FLAGS);
+	h = make(CM_T_CANCEL_ACK);
+	h.len = CM_PROBE_REPLY_PAYLOAD;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_LENGTH);
+	h = make(CM_T_CANCEL_ACK);
+	h.tag = -1;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_FIELD);
+	ck_assert_str_eq(cm_type_str(CM_T_CANCEL), "CANCEL");
+	ck_assert_str_eq(cm_type_str(CM_T_CANCEL_ACK), "CANCEL_ACK");
 }
 END_TEST
 
@@ -356,7 +425,9 @@ int main(void)
 	Suite *s = suite_create("protocol");
 	TCase *tc = tcase_create("frames");
 	tcase_add_test(tc, every_type_roundtrips);
+	tcase_add_test(tc, trim_validated);
 	tcase_add_test(tc, event_frames_validated);
+	tcase_add_test(tc, cancel_frames_validated);
 	tcase_add_test(tc, wire_is_little_endian);
 	tcase_add_test(tc, truncated_header_never_overreads);
 	tcase_add_test(tc, bad_version);

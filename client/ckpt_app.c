@@ -1,0 +1,306 @@
+/* Application checkpoints (chanmem.h, docs/checkpointing.md): the memory a
+ * program registers plus the library's own counters, uploaded to the
+ * checkpoint server as one image; on restart MPI_Init fetches the latest
+ * image, hands the counters to the transport (which then resumes where the
+ * image was taken instead of replaying from the start) and keeps the
+ * program's bytes until chanmem_ckpt_restore puts them back.
+ *
+ * Image (little-endian): "CMCKPT01", u32 version, u32 region count,
+ * u64 checkpoint number, u64 send clock, u64 next request id, u64 events,
+ * u64 length of each region, then the regions' bytes. The checkpoint
+ * server checksums, compresses and commits it atomically. */
+#include "config.h"
+
+#include "chanmem.h"
+#include "ckpt_app.h"
+#include "ckpt_client.h"
+#include "jobenv.h"
+#include "log.h"
+#include "mpi_internal.h"
+#include "units.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define IMAGE_MAGIC "CMCKPT01"
+#define IMAGE_VERSION 1u
+#define IMAGE_FIXED (8 + 4 + 4 + 4 * 8)
+#define MAX_REGIONS 64
+#define CKPT_TIMEOUT_MS 30000
+#define JOB_ID_DEFAULT "chanmem"
+
+struct region {
+	void *addr;
+	size_t len;
+};
+
+static struct {
+	struct region regions[MAX_REGIONS];
+	unsigned nregions;
+	uint64_t number;   /* of the last image taken or restored */
+	long long last_ms; /* when it was taken (or the run started) */
+	/* The image MPI_Init restored, until chanmem_ckpt_restore. */
+	uint8_t *restored;
+	size_t restored_len;
+	unsigned restored_regions;
+	bool recovering;
+	struct cm_resume resume;
+} ck;
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+	uint32_t v = 0;
+	for (int i = 3; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static const char *job_id(void)
+{
+	const char *id = getenv(CM_ENV_JOB_ID);
+	return id && *id ? id : JOB_ID_DEFAULT;
+}
+
+/* The checkpoint server of the job, or NULL: checkpoints are off. */
+static const char *server(void)
+{
+	const char *s = getenv(CM_ENV_CKPT);
+	return s && *s ? s : NULL;
+}
+
+static struct ckpt_client *connect_server(const struct cm_job *job)
+{
+	struct ckpt_client *c = ckpt_client_new(CKPT_TIMEOUT_MS);
+	if (c == NULL) {
+		cm_err("rank %d: checkpoint: out of memory", job->rank);
+		return NULL;
+	}
+	if (ckpt_client_connect(c, server(), job->secret) != CKPT_OK) {
+		cm_err("rank %d: checkpoint server %s: %s", job->rank, server(),
+		       ckpt_client_error(c));
+		ckpt_client_free(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* Checks the image and fills ck.resume; false (after saying why) if it is
+ * not one of ours. */
+static bool parse_image(int rank, const uint8_t *img, size_t len)
+{
+	if (len < IMAGE_FIXED || memcmp(img, IMAGE_MAGIC, 8) != 0 ||
+	    get_u32(img + 8) != IMAGE_VERSION) {
+		cm_err("rank %d: checkpoint image: not a chanmem image of version %u", rank,
+		       IMAGE_VERSION);
+		return false;
+	}
+	uint32_t n = get_u32(img + 12);
+	if (n > MAX_REGIONS || len < IMAGE_FIXED + (size_t)n * 8) {
+		cm_err("rank %d: checkpoint image: %u regions in %zu bytes", rank, (unsigned)n,
+		       len);
+		return false;
+	}
+	uint64_t total = IMAGE_FIXED + (uint64_t)n * 8;
+	for (uint32_t i = 0; i < n; i++)
+		total += get_u64(img + IMAGE_FIXED + 8 * i);
+	if (total != len) {
+		cm_err("rank %d: checkpoint image: regions add up to %llu bytes, image has %zu",
+		       rank, (unsigned long long)total, len);
+		return false;
+	}
+	ck.restored_regions = n;
+	ck.number = get_u64(img + 16);
+	ck.resume.clock = get_u64(img + 24);
+	ck.resume.reqid = get_u64(img + 32);
+	ck.resume.events = get_u64(img + 40);
+	return true;
+}
+
+int cm_ckpt_recover(struct cm_job *job)
+{
+	ck.last_ms = now_ms();
+	if (job->incarnation == 0 || server() == NULL)
+		return 0;
+	struct ckpt_client *c = connect_server(job);
+	if (c == NULL)
+		return -1;
+	uint64_t number;
+	void *img;
+	size_t len;
+	int rc = ckpt_fetch_latest_alloc(c, job_id(), (uint32_t)job->rank, &number, &img, &len);
+	if (rc == CKPT_E_NOTFOUND) {
+		ckpt_client_free(c);
+		return 0; /* no image yet: re-execute from the start */
+	}
+	if (rc != CKPT_OK) {
+		cm_err("rank %d: fetching its checkpoint from %s: %s", job->rank, server(),
+		       ckpt_client_error(c));
+		ckpt_client_free(c);
+		return -1;
+	}
+	ckpt_client_free(c);
+	if (!parse_image(job->rank, img, len)) {
+		free(img);
+		return -1;
+	}
+	ck.restored = img;
+	ck.restored_len = len;
+	ck.recovering = true;
+	job->resume = &ck.resume;
+	cm_info("rank %d: restored checkpoint %llu (%zu bytes)", job->rank,
+	        (unsigned long long)number, len);
+	return 0;
+}
+
+int chanmem_ckpt_register(void *addr, size_t len)
+{
+	if (addr == NULL || len == 0)
+		return MPI_ERR_ARG;
+	if (ck.nregions == MAX_REGIONS)
+		return MPI_ERR_NO_MEM;
+	ck.regions[ck.nregions++] = (struct region){addr, len};
+	return MPI_SUCCESS;
+}
+
+int chanmem_ckpt_recovering(void)
+{
+	return ck.recovering && ck.restored != NULL;
+}
+
+int chanmem_ckpt_restore(void)
+{
+	if (ck.restored == NULL)
+		return MPI_ERR_OTHER;
+	if (ck.restored_regions != ck.nregions) {
+		cm_err("checkpoint restore: the image has %u regions, %u are registered",
+		       ck.restored_regions, ck.nregions);
+		return MPI_ERR_ARG;
+	}
+	const uint8_t *sizes = ck.restored + IMAGE_FIXED;
+	const uint8_t *data = sizes + 8 * (size_t)ck.nregions;
+	for (unsigned i = 0; i < ck.nregions; i++) {
+		uint64_t len = get_u64(sizes + 8 * i);
+		if (len != ck.regions[i].len) {
+			cm_err("checkpoint restore: region %u is %llu bytes in the image, %zu "
+			       "registered",
+			       i, (unsigned long long)len, ck.regions[i].len);
+			return MPI_ERR_ARG;
+		}
+	}
+	for (unsigned i = 0; i < ck.nregions; i++) {
+		memcpy(ck.regions[i].addr, data, ck.regions[i].len);
+		data += ck.regions[i].len;
+	}
+	free(ck.restored);
+	ck.restored = NULL;
+	return MPI_SUCCESS;
+}
+
+/* Due: checkpoints are on and CHANMEM_CKPT_EVERY has passed since the last
+ * one (no interval: every call). */
+static bool due(void)
+{
+	if (server() == NULL)
+		return false;
+	const char *every = getenv(CM_ENV_CKPT_EVERY);
+	uint64_t ns = 0;
+	if (every && *every && cm_parse_duration(every, &ns) < 0)
+		return false; /* cmrun validated it; a hand-set bad value disables */
+	return now_ms() - ck.last_ms >= (long long)(ns / 1000000);
+}
+
+static int upload(const struct cm_job *job, const struct cm_resume *state)
+{
+	size_t len = IMAGE_FIXED + 8 * (size_t)ck.nregions;
+	uint8_t head[IMAGE_FIXED + 8 * MAX_REGIONS];
+	memcpy(head, IMAGE_MAGIC, 8);
+	put_u32(head + 8, IMAGE_VERSION);
+	put_u32(head + 12, ck.nregions);
+	put_u64(head + 16, ck.number + 1);
+	put_u64(head + 24, state->clock);
+	put_u64(head + 32, state->reqid);
+	put_u64(head + 40, state->events);
+	for (unsigned i = 0; i < ck.nregions; i++)
+		put_u64(head + IMAGE_FIXED + 8 * i, ck.regions[i].len);
+
+	struct ckpt_client *c = connect_server(job);
+	if (c == NULL)
+		return MPI_ERR_OTHER;
+	int rc = ckpt_upload_begin(c, job_id(), (uint32_t)job->rank, ck.number + 1);
+	if (rc == CKPT_OK)
+		rc = ckpt_upload_write(c, head, len);
+	for (unsigned i = 0; rc == CKPT_OK && i < ck.nregions; i++)
+		rc = ckpt_upload_write(c, ck.regions[i].addr, ck.regions[i].len);
+	if (rc == CKPT_OK)
+		rc = ckpt_upload_end(c);
+	if (rc != CKPT_OK) {
+		cm_err("rank %d: checkpoint %llu to %s: %s", job->rank,
+		       (unsigned long long)ck.number + 1, server(), ckpt_client_error(c));
+		ckpt_client_free(c);
+		return MPI_ERR_OTHER;
+	}
+	ckpt_client_free(c);
+	ck.number++;
+	ck.last_ms = now_ms();
+	return MPI_SUCCESS;
+}
+
+int chanmem_checkpoint(int *taken)
+{
+	int ignored;
+	if (taken == NULL)
+		taken = &ignored;
+	*taken = 0;
+	if (!cm_mpi.initialized || cm_mpi.finalized)
+		return MPI_ERR_OTHER;
+	/* Only a transport that can resume from an image takes one (cm); the
+	 * others restart nothing or replicate instead. */
+	if (cm_mpi.transport.snapshot == NULL || !due())
+		return MPI_SUCCESS;
+	if (ck.restored) {
+		cm_err("rank %d: chanmem_checkpoint before chanmem_ckpt_restore", cm_mpi.job.rank);
+		return MPI_ERR_OTHER;
+	}
+	struct cm_resume state;
+	int rc = cm_mpi.transport.snapshot(&cm_mpi.transport, &state);
+	if (rc != 0)
+		return rc > 0 ? MPI_ERR_PENDING : MPI_ERR_OTHER;
+	rc = upload(&cm_mpi.job, &state);
+	if (rc != MPI_SUCCESS)
+		return rc;
+	*taken = 1;
+	/* The image is committed: the home CM may drop what it consumed. */
+	if (cm_mpi.transport.ckpt_committed)
+		cm_mpi.transport.ckpt_committed(&cm_mpi.transport, &state);
+	return MPI_SUCCESS;
+}

@@ -1,0 +1,26 @@
+/* Heartbeats from a rank to cmrun: a small thread writes one line to the
+ * control pipe (CHANMEM_CONTROL_FD) every CHANMEM_HEARTBEAT_MS
+ * milliseconds between MPI_Init and MPI_Finalize, so cmrun can tell a hung
+ * or stopped rank (no more lines) from a slow one (cmrun --heartbeat-timeout,
+ * docs/fault-tolerance.md). Lines, each one write shorter than PIPE_BUF:
+ *
+ *   heartbeat RANK INCARNATION REPLICA
+ *   finalized RANK INCARNATION REPLICA     (last one: stop watching me)
+ *
+ * Without both variables (no cmrun, or heartbeats off) nothing is started.
+ * Never writes to stdout; a bad value is reported once on stderr. */
+#ifndef CHANMEM_HEARTBEAT_H
+#define CHANMEM_HEARTBEAT_H
+
+/* The interval variable; cmrun sets it when heartbeats are on. */
+#define CM_ENV_HEARTBEAT_MS "CHANMEM_HEARTBEAT_MS"
+#define CM_HEARTBEAT_MAX_MS 3600000
+
+/* Starts the thread (MPI_Init, once the job environment is known).
+ * Failing to start only means no heartbeats: cmrun then treats the rank as
+ * one that never started heartbeating. */
+void cm_heartbeat_start(int rank, unsigned incarnation, int replica);
+/* Stops and joins the thread, then says "finalized" (MPI_Finalize). */
+void cm_heartbeat_stop(void);
+
+#endif

@@ -1,0 +1,301 @@
+/* The log of the completion calls' outcomes (mpi_test.h): events of kind
+ * CM_EV_TEST through the transport's `event` hook.
+ *
+ * One record is 8 bytes, a little-endian u64:
+ *   bits 0-3   call: 0 = none (a run of failed polls only), or enum cm_nd_call
+ *   bit 4      more: another element of the same set follows (Testsome/Waitsome)
+ *   bits 5-7   zero
+ *   bits 8-31  misses: failed polls before this outcome (calls of the Test
+ *              family that found nothing complete, whichever call)
+ *   bits 32-63 value: the index completed (0 for Test, Testall,
+ *              Request_get_status); for a set, one element per record
+ *
+ * Failed polls are counted, not logged one by one: a busy Test loop costs
+ * nothing until it succeeds, and its count rides with the success in one
+ * record. The count must still be logged before anything that may depend on
+ * it leaves the rank, so every transport hook that emits a frame (isend,
+ * irecv, probe, cancel, and an event of another kind such as an MPI_Wtime
+ * value) is wrapped here: it first logs the pending count as a misses-only
+ * record. The transport puts that event on the stream ahead of the frame
+ * (and, before a message to another channel memory, waits for the
+ * acknowledgement as for any event), so nothing costs a round trip of its
+ * own.
+ *
+ * A process starts by following the log: at a decision with no record in
+ * hand it passes its own outcome to the hook; a replayed record comes back
+ * (a re-execution, or a replica that is not the master) and is obeyed, or
+ * the log has run out, the hook has just logged the process's own outcome
+ * and from then on the process leads (decides, counts, logs). A follower
+ * owes the record's failed polls first, then its outcome; a frame while it
+ * still owes some means the program took another path. */
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "mpi_test.h"
+
+#define ND_CALL_MASK 0xfu
+#define ND_MORE 0x10u
+#define ND_RESERVED 0xe0u
+#define ND_MISSES_MAX 0xffffffu
+
+struct nd_record {
+	unsigned call; /* 0: failed polls only */
+	int more;
+	uint32_t misses;
+	uint32_t value;
+};
+
+static struct {
+	int setup;            /* cm_mpi_nd_on has looked at the transport */
+	int on;               /* the transport logs events: the hooks below are wrapped */
+	int lead;             /* the log has run out: this process decides */
+	uint32_t pending;     /* leading: failed polls not logged yet */
+	uint32_t owed_misses; /* following: failed polls the record in hand still owes */
+	int held;             /* following: the record's outcome is still to be taken */
+	struct nd_record rec; /* ...that record */
+	/* The transport's own hooks. */
+	int (*isend)(struct cm_transport *t, struct cm_req *req);
+	int (*irecv)(struct cm_transport *t, struct cm_req *req);
+	int (*probe)(struct cm_transport *t, int src, int tag, uint32_t ctx, int blocking,
+	             struct cm_probe_result *out);
+	int (*event)(struct cm_transport *t, uint32_t kind, void *value, size_t len, int *replayed);
+	int (*cancel)(struct cm_transport *t, struct cm_req *req, int *cancelled);
+} nd;
+
+const char *cm_mpi_nd_call_name(int call)
+{
+	static const char *const names[] = {
+	    [0] = "a failed poll",
+	    [CM_ND_TEST] = "MPI_Test",
+	    [CM_ND_TESTALL] = "MPI_Testall",
+	    [CM_ND_TESTANY] = "MPI_Testany",
+	    [CM_ND_WAITANY] = "MPI_Waitany",
+	    [CM_ND_TESTSOME] = "MPI_Testsome",
+	    [CM_ND_WAITSOME] = "MPI_Waitsome",
+	    [CM_ND_GET_STATUS] = "MPI_Request_get_status",
+	};
+	return call >= 0 && call <= CM_ND_GET_STATUS ? names[call] : "?";
+}
+
+void cm_mpi_nd_diverged(const char *func, const char *fmt, ...)
+{
+	char why[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof why, fmt, ap);
+	va_end(ap);
+	fflush(stdout);
+	fprintf(stderr,
+	        "chanmem: rank %d: %s: cannot follow the logged outcome: %s (the program took "
+	        "another path than the logged run: it must be deterministic apart from what MPI "
+	        "calls return)\n",
+	        cm_mpi.world_rank, func, why);
+	MPI_Abort(MPI_COMM_WORLD, 1);
+	cm_mpi_exit(1); /* not reached */
+}
+
+static void encode(const struct nd_record *r, uint8_t out[8])
+{
+	uint64_t v = (uint64_t)r->call | (r->more ? ND_MORE : 0) | (uint64_t)r->misses << 8 |
+	             (uint64_t)r->value << 32;
+	cm_put_u64(out, v);
+}
+
+static int single_outcome(unsigned call)
+{
+	return call == CM_ND_TEST || call == CM_ND_TESTALL || call == CM_ND_GET_STATUS;
+}
+
+/* Returns 0, or -1 for a record no version of this code writes. */
+static int decode(const uint8_t in[8], struct nd_record *r)
+{
+	uint64_t v = cm_get_u64(in);
+	r->call = (unsigned)(v & ND_CALL_MASK);
+	r->more = (v & ND_MORE) != 0;
+	r->misses = (uint32_t)(v >> 8) & ND_MISSES_MAX;
+	r->value = (uint32_t)(v >> 32);
+	if ((v & ND_RESERVED) || r->call > CM_ND_GET_STATUS || r->value > INT_MAX)
+		return -1;
+	if (r->call == 0)
+		return r->misses >= 1 && r->value == 0 && !r->more ? 0 : -1;
+	if (single_outcome(r->call) && r->value != 0)
+		return -1;
+	if (r->more && r->call != CM_ND_TESTSOME && r->call != CM_ND_WAITSOME)
+		return -1;
+	return 0;
+}
+
+/* Passes *r to the hook: logged (*replayed = 0: the log has run out, this
+ * process leads from now on) or replaced by the next logged record. */
+static int put_record(struct nd_record *r, int *replayed, const char *func)
+{
+	uint8_t buf[8];
+	encode(r, buf);
+	if (nd.event(&cm_mpi.transport, CM_EV_TEST, buf, sizeof buf, replayed) < 0)
+		return -1;
+	if (!*replayed) {
+		nd.lead = 1;
+		return 0;
+	}
+	if (decode(buf, r) < 0)
+		cm_mpi_nd_diverged(func, "malformed record %016llx",
+		                   (unsigned long long)cm_get_u64(buf));
+	return 0;
+}
+
+/* Leading: the record is this process's decision and must be logged. */
+static int lead_record(struct nd_record r, const char *func)
+{
+	int replayed;
+	if (put_record(&r, &replayed, func) < 0)
+		return -1;
+	if (replayed)
+		cm_mpi_nd_diverged(func, "the log holds an outcome past its end");
+	return 0;
+}
+
+static int flush_misses(const char *func)
+{
+	struct nd_record r = {.call = 0, .misses = nd.pending};
+	nd.pending = 0;
+	return lead_record(r, func);
+}
+
+int cm_mpi_nd_first(enum cm_nd_call call, struct cm_nd_elem *e)
+{
+	const char *func = cm_mpi_nd_call_name(call);
+	int waits = call == CM_ND_WAITANY || call == CM_ND_WAITSOME;
+	if (nd.lead) {
+		if (e->value < 0)
+			return ++nd.pending == ND_MISSES_MAX ? flush_misses(func) : 0;
+		struct nd_record r = {.call = call,
+		                      .more = e->more,
+		                      .misses = nd.pending,
+		                      .value = (uint32_t)e->value};
+		nd.pending = 0;
+		return lead_record(r, func);
+	}
+	if (nd.owed_misses == 0 && !nd.held) {
+		struct nd_record r = {.call = 0, .misses = 1};
+		if (e->value >= 0)
+			r = (struct nd_record){
+			    .call = call, .more = e->more, .value = (uint32_t)e->value};
+		int replayed;
+		if (put_record(&r, &replayed, func) < 0)
+			return -1;
+		if (!replayed)
+			return 0; /* our own outcome, now logged */
+		nd.rec = r;
+		nd.owed_misses = r.misses;
+		nd.held = r.call != 0;
+	}
+	if (nd.owed_misses > 0) {
+		if (waits)
+			cm_mpi_nd_diverged(func, "the log says nothing was complete, which a wait "
+			                         "cannot return");
+		nd.owed_misses--;
+		*e = (struct cm_nd_elem){.value = -1, .more = 0};
+		return 0;
+	}
+	nd.held = 0;
+	if (nd.rec.call != (unsigned)call)
+		cm_mpi_nd_diverged(func, "the logged outcome is of %s",
+		                   cm_mpi_nd_call_name((int)nd.rec.call));
+	*e = (struct cm_nd_elem){.value = (int)nd.rec.value, .more = nd.rec.more};
+	return 0;
+}
+
+int cm_mpi_nd_next(enum cm_nd_call call, struct cm_nd_elem *e)
+{
+	const char *func = cm_mpi_nd_call_name(call);
+	struct nd_record r = {.call = call, .more = e->more, .value = (uint32_t)e->value};
+	if (nd.lead)
+		return lead_record(r, func);
+	int replayed;
+	if (put_record(&r, &replayed, func) < 0)
+		return -1;
+	if (!replayed)
+		return 0; /* the log broke off inside the set: the rest is ours */
+	if (r.call != (unsigned)call || r.misses != 0)
+		cm_mpi_nd_diverged(func, "the logged set of completed requests ends early");
+	*e = (struct cm_nd_elem){.value = (int)r.value, .more = r.more};
+	return 0;
+}
+
+int cm_mpi_nd_replaying(void)
+{
+	return nd.on && !nd.lead;
+}
+
+/* ---- the wrapped hooks: the pending count goes first ---- */
+
+static int before_frame(void)
+{
+	if (nd.lead)
+		return nd.pending ? flush_misses("MPI_Test") : 0;
+	if (nd.owed_misses > 0)
+		cm_mpi_nd_diverged("MPI", "%u more failed polls were logged before this point",
+		                   (unsigned)nd.owed_misses);
+	if (nd.held)
+		cm_mpi_nd_diverged("MPI", "an outcome of %s was logged before this point",
+		                   cm_mpi_nd_call_name((int)nd.rec.call));
+	return 0;
+}
+
+static int wrap_isend(struct cm_transport *t, struct cm_req *req)
+{
+	return before_frame() < 0 ? -1 : nd.isend(t, req);
+}
+
+static int wrap_irecv(struct cm_transport *t, struct cm_req *req)
+{
+	return before_frame() < 0 ? -1 : nd.irecv(t, req);
+}
+
+static int wrap_probe(struct cm_transport *t, int src, int tag, uint32_t ctx, int blocking,
+                      struct cm_probe_result *out)
+{
+	return before_frame() < 0 ? -1 : nd.probe(t, src, tag, ctx, blocking, out);
+}
+
+static int wrap_cancel(struct cm_transport *t, struct cm_req *req, int *cancelled)
+{
+	*cancelled = 0;
+	return before_frame() < 0 ? -1 : nd.cancel(t, req, cancelled);
+}
+
+/* Another kind of event (MPI_Wtime): a follower whose hook says the log
+ * has run out leads from now on. */
+static int wrap_event(struct cm_transport *t, uint32_t kind, void *value, size_t len, int *replayed)
+{
+	*replayed = 0;
+	if (before_frame() < 0 || nd.event(t, kind, value, len, replayed) < 0)
+		return -1;
+	if (!*replayed)
+		nd.lead = 1;
+	return 0;
+}
+
+int cm_mpi_nd_on(void)
+{
+	if (nd.setup)
+		return nd.on;
+	nd.setup = 1;
+	struct cm_transport *t = &cm_mpi.transport;
+	if (t->event == NULL)
+		return 0;
+	nd.on = 1;
+	nd.isend = t->isend;
+	nd.irecv = t->irecv;
+	nd.probe = t->probe;
+	nd.event = t->event;
+	nd.cancel = t->cancel;
+	t->isend = wrap_isend;
+	t->irecv = wrap_irecv;
+	t->probe = wrap_probe;
+	t->event = wrap_event;
+	if (t->cancel)
+		t->cancel = wrap_cancel;
+	return 1;
+}

@@ -1,0 +1,187 @@
+/* --ckpt-dir: the job's checkpoint server. Started before the channel
+ * memories and waited for (its address goes into every rank's
+ * environment), stopped after them. It authenticates ranks with the job
+ * secret, which it gets from its environment like a cmserver. Images are
+ * stored under a job id fresh for every run, so a new job never resumes
+ * from an old job's images left in the same directory. */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ckpt.h"
+#include "jobenv.h"
+#include "log.h"
+#include "net.h"
+#include "output.h"
+#include "spawn.h"
+
+#define CKPT_START_TIMEOUT_MS 10000
+#define CKPT_STOP_TIMEOUT_MS 5000
+
+/* Reads "HOST:PORT\n" from fd within the start-up bound. */
+static int read_address(int fd, char *addr, size_t len)
+{
+	char buf[64];
+	size_t got = 0;
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (got < sizeof buf - 1) {
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		long long left = CKPT_START_TIMEOUT_MS - ((now.tv_sec - t0.tv_sec) * 1000LL +
+		                                          (now.tv_nsec - t0.tv_nsec) / 1000000);
+		if (left <= 0)
+			return -1;
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int r = poll(&p, 1, (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		ssize_t n = read(fd, buf + got, sizeof buf - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		got += (size_t)n;
+		buf[got] = '\0';
+		char *nl = strchr(buf, '\n');
+		if (nl) {
+			*nl = '\0';
+			struct sockaddr_in sa;
+			if (cm_parse_hostport(buf, -1, &sa) < 0 || sa.sin_port == 0)
+				return -1;
+			cm_format_addr(&sa, addr, len);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int ckpt_server_start(struct job *job)
+{
+	const struct cmrun_options *o = job->opts;
+	char why[PATH_MAX + 256];
+	job->ckpt_pid = 0;
+	if (o->ckpt_dir == NULL)
+		return 0;
+	char *path =
+	    spawn_find_server("ckptserver", "CHANMEM_CKPTSERVER", "checkpoint", why, sizeof why);
+	if (path == NULL) {
+		output_message("error: --ckpt-dir: %s", why);
+		return -1;
+	}
+	char id[CM_SECRET_LEN + 1];
+	if (spawn_make_secret(id) < 0) {
+		output_message("error: cannot make a job id: %s", strerror(errno));
+		free(path);
+		return -1;
+	}
+	snprintf(job->ckpt_job_id, sizeof job->ckpt_job_id, "job-%.16s", id);
+
+	int ready[2];
+	if (pipe2(ready, O_CLOEXEC) < 0) {
+		output_message("error: ckptserver: pipe: %s", strerror(errno));
+		free(path);
+		return -1;
+	}
+	char ready_fd[16], secret_var[64];
+	snprintf(ready_fd, sizeof ready_fd, "%d", ready[1]);
+	snprintf(secret_var, sizeof secret_var, "%s=%s", CM_ENV_SECRET, job->secret);
+	char *argv[] = {"ckptserver",
+	                "--dir",
+	                (char *)o->ckpt_dir,
+	                "--listen",
+	                "127.0.0.1:0",
+	                "--ready-fd",
+	                ready_fd,
+	                o->verbosity >= 2 ? "--verbose" : NULL,
+	                NULL};
+	char **env = spawn_build_env(job, NULL, secret_var, NULL, NULL);
+	if (env == NULL) {
+		output_message("error: ckptserver: out of memory");
+		close(ready[0]);
+		close(ready[1]);
+		free(path);
+		return -1;
+	}
+	/* Its diagnostics (a directory it cannot use...) go to cmrun's stderr. */
+	struct child_spec spec = {.path = path,
+	                          .argv = argv,
+	                          .envp = env,
+	                          .stdin_fd = job->devnull_fd,
+	                          .stdout_fd = job->devnull_fd,
+	                          .stderr_fd = STDERR_FILENO,
+	                          .keep_fd = ready[1],
+	                          .keep_fd2 = -1};
+	pid_t pid = spawn_process(&spec, why, sizeof why);
+	free(env);
+	close(ready[1]);
+	if (pid < 0) {
+		output_message("error: ckptserver: %s", why);
+		close(ready[0]);
+		free(path);
+		return -1;
+	}
+	job->ckpt_pid = pid;
+	int rc = read_address(ready[0], job->ckpt_addr, sizeof job->ckpt_addr);
+	close(ready[0]);
+	if (rc < 0) {
+		output_message("error: ckptserver (%s --dir %s) did not start", path, o->ckpt_dir);
+		free(path);
+		ckpt_server_stop(job);
+		return -1;
+	}
+	output_verbose("ckptserver (pid %d) listening on %s, images in %s as %s", (int)pid,
+	               job->ckpt_addr, o->ckpt_dir, job->ckpt_job_id);
+	free(path);
+	return 0;
+}
+
+void ckpt_server_exited(struct job *job, int wait_status)
+{
+	char how[96];
+	describe_wait_status(wait_status, how, sizeof how);
+	/* During the run, checkpoints fail from now on (a rank that needs one
+	 * says so); in the teardown it was stopped with the rest. */
+	if (job->phase == PHASE_START_CMS || job->phase == PHASE_RUN)
+		output_message("warning: ckptserver (pid %d) %s during the run", (int)job->ckpt_pid,
+		               how);
+	else
+		output_verbose("ckptserver (pid %d) %s", (int)job->ckpt_pid, how);
+	job->ckpt_pid = 0;
+}
+
+void ckpt_server_stop(struct job *job)
+{
+	if (job->ckpt_pid <= 0)
+		return;
+	pid_t pid = job->ckpt_pid;
+	job->ckpt_pid = 0;
+	kill(pid, SIGTERM);
+	for (int waited = 0;; waited += 10) {
+		int status;
+		pid_t r = waitpid(pid, &status, WNOHANG);
+		if (r == pid || (r < 0 && errno == ECHILD))
+			return; /* gone (or the loop's child watcher reaped it) */
+		if (waited >= CKPT_STOP_TIMEOUT_MS) {
+			output_message("warning: ckptserver (pid %d) did not stop; killing it",
+			               (int)pid);
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			return;
+		}
+		struct timespec ts = {0, 10 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+}

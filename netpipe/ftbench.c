@@ -1,0 +1,172 @@
+/* ftbench: the fault-tolerance numbers of issue 4 (not a test; netpipe/ftbench runs it).
+ *
+ *   ftbench restart DIR      rank 1 exchanges a few messages with rank 0, writes the
+ *                            time (CLOCK_REALTIME, ns) to DIR/kill.ns and raises SIGKILL
+ *                            on its first incarnation; the re-execution writes the time
+ *                            MPI_Init returned to DIR/up.ns: kill -> restarted rank
+ *                            connected (and its event log fetched).
+ *   ftbench replay MIB       rank 0 sends MIB 1 MiB messages to rank 1, which receives them
+ *                            all, writes its receive rate (KB/s) to $FTBENCH_DIR/rate.0,
+ *                            and dies at the end of its first incarnation; the
+ *                            re-execution receives them again from the log and writes
+ *                            the replay rate to rate.1.
+ *   ftbench events N         rank 0 runs N iterations of MPI_Wtime + MPI_Iprobe (nothing to
+ *                            find) and every 64th iteration a 1-byte ping-pong with rank 1;
+ *                            prints ns per iteration. Run with event recording on and off
+ *                            (CHANMEM_EVENTS=off) and over the direct transport.
+ *
+ * Only standard MPI calls, so it builds with any mpicc. */
+#include <mpi.h>
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int rank, size;
+
+static long long now_ns(clockid_t clock)
+{
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int incarnation(void)
+{
+	const char *v = getenv("CHANMEM_INCARNATION");
+	return v ? atoi(v) : 0;
+}
+
+static void write_ns(const char *dir, const char *name, long long ns)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	FILE *f = fopen(path, "w");
+	if (f == NULL || fprintf(f, "%lld\n", ns) < 0 || fclose(f) != 0) {
+		perror(path);
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+}
+
+static void restart(const char *dir, long long init_done)
+{
+	if (rank == 1 && incarnation() > 0)
+		write_ns(dir, "up.ns", init_done);
+	int token = 0;
+	for (int i = 0; i < 10; i++) {
+		if (rank == 0) {
+			MPI_Send(&token, 1, MPI_INT, 1, 1, MPI_COMM_WORLD);
+			MPI_Recv(&token, 1, MPI_INT, 1, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+		} else if (rank == 1) {
+			MPI_Recv(&token, 1, MPI_INT, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+			token++;
+			MPI_Send(&token, 1, MPI_INT, 0, 2, MPI_COMM_WORLD);
+		}
+	}
+	if (rank == 1 && incarnation() == 0) {
+		write_ns(dir, "kill.ns", now_ns(CLOCK_REALTIME));
+		raise(SIGKILL);
+	}
+	if (rank == 0)
+		printf("restart: token %d\n", token);
+}
+
+#define MIB (1 << 20)
+
+static void replay(const char *dir, int mib)
+{
+	char *buf = malloc(MIB);
+	if (buf == NULL)
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	memset(buf, 7, MIB);
+	if (rank == 0) {
+		for (int i = 0; i < mib; i++)
+			MPI_Send(buf, MIB, MPI_BYTE, 1, 1, MPI_COMM_WORLD);
+	} else if (rank == 1) {
+		long long t0 = now_ns(CLOCK_MONOTONIC);
+		for (int i = 0; i < mib; i++)
+			MPI_Recv(buf, MIB, MPI_BYTE, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+		double s = (double)(now_ns(CLOCK_MONOTONIC) - t0) / 1e9;
+		/* To a file: cmrun drops as many bytes of a re-execution's output as
+		 * the dead incarnation printed (they would be repeats). */
+		char name[32];
+		snprintf(name, sizeof name, "rate.%d", incarnation());
+		write_ns(dir, name, (long long)((double)mib * MIB / 1e3 / s)); /* KB/s */
+		if (incarnation() == 0)
+			raise(SIGKILL);
+	}
+	free(buf);
+}
+
+static void events(long n)
+{
+	int flag, token = 0;
+	double sink = 0;
+	MPI_Barrier(MPI_COMM_WORLD);
+	long long t0 = now_ns(CLOCK_MONOTONIC);
+	if (rank == 0) {
+		for (long i = 0; i < n; i++) {
+			sink += MPI_Wtime();
+			MPI_Iprobe(1, 99, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+			if (flag)
+				MPI_Abort(MPI_COMM_WORLD, 3); /* nobody sends tag 99 */
+			if (i % 64 == 63) {
+				MPI_Send(&token, 1, MPI_INT, 1, 1, MPI_COMM_WORLD);
+				MPI_Recv(&token, 1, MPI_INT, 1, 2, MPI_COMM_WORLD,
+				         MPI_STATUS_IGNORE);
+			}
+		}
+		double ns = (double)(now_ns(CLOCK_MONOTONIC) - t0) / (double)n;
+		printf("events: %ld iterations, %.0f ns per iteration (token %d, %s)\n", n, ns,
+		       token, sink > 0 ? "clock ok" : "clock 0");
+	} else if (rank == 1) {
+		for (long i = 0; i < n / 64; i++) {
+			MPI_Recv(&token, 1, MPI_INT, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+			token++;
+			MPI_Send(&token, 1, MPI_INT, 0, 2, MPI_COMM_WORLD);
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	MPI_Init(&argc, &argv);
+	long long init_done = now_ns(CLOCK_REALTIME);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	if (size != 2 || argc != 3) {
+		if (rank == 0)
+			fprintf(stderr,
+			        "usage: ftbench restart DIR | replay MIB | events N (2 ranks)\n");
+		MPI_Finalize();
+		return 2;
+	}
+	if (strcmp(argv[1], "restart") == 0) {
+		restart(argv[2], init_done);
+	} else if (strcmp(argv[1], "replay") == 0) {
+		int mib = atoi(argv[2]);
+		if (mib < 1 || mib > 4096) {
+			if (rank == 0)
+				fprintf(stderr, "ftbench replay: MIB 1 .. 4096\n");
+			MPI_Abort(MPI_COMM_WORLD, 2);
+		}
+		replay(getenv("FTBENCH_DIR") ? getenv("FTBENCH_DIR") : ".", mib);
+	} else if (strcmp(argv[1], "events") == 0) {
+		long n = atol(argv[2]);
+		if (n < 64 || n > 100000000) {
+			if (rank == 0)
+				fprintf(stderr, "ftbench events: N 64 .. 100000000\n");
+			MPI_Abort(MPI_COMM_WORLD, 2);
+		}
+		events(n);
+	} else {
+		if (rank == 0)
+			fprintf(stderr, "ftbench: unknown test '%s'\n", argv[1]);
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	MPI_Finalize();
+	return 0;
+}
