@@ -7,8 +7,18 @@
  *
  * Image (little-endian): "CMCKPT01", u32 version, u32 region count,
  * u64 checkpoint number, u64 send clock, u64 next request id, u64 events,
- * u64 length of each region, then the regions' bytes. The checkpoint
- * server checksums, compresses and commits it atomically. */
+ * u64 stdout bytes, u64 stderr bytes, u64 length of each region, then the
+ * regions' bytes. The checkpoint server checksums, compresses and commits
+ * it atomically.
+ *
+ * Output. cmrun drops as many bytes of a re-executed rank's stdout (and
+ * stderr) as the dead incarnation printed: a full re-execution prints them
+ * again. A rank restored from an image does not print what came before the
+ * image, so while checkpoints are on, stdout and stderr count the bytes
+ * printed since MPI_Init (a counting stdio stream over the same
+ * descriptor), the image keeps the counts, and a restored rank first writes
+ * that many filler bytes, which cmrun drops in their place. Output written
+ * with write(2) on descriptors 1 and 2 directly is not counted. */
 #include "config.h"
 
 #include "chanmem.h"
@@ -19,15 +29,18 @@
 #include "mpi_internal.h"
 #include "units.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define IMAGE_MAGIC "CMCKPT01"
 #define IMAGE_VERSION 1u
-#define IMAGE_FIXED (8 + 4 + 4 + 4 * 8)
+#define IMAGE_FIXED (8 + 4 + 4 + 6 * 8)
 #define MAX_REGIONS 64
 #define CKPT_TIMEOUT_MS 30000
 #define JOB_ID_DEFAULT "chanmem"
@@ -35,6 +48,12 @@
 struct region {
 	void *addr;
 	size_t len;
+};
+
+/* stdout or stderr, counted (see the top of this file). */
+struct counted_fd {
+	int fd;
+	uint64_t bytes;
 };
 
 static struct {
@@ -48,7 +67,65 @@ static struct {
 	unsigned restored_regions;
 	bool recovering;
 	struct cm_resume resume;
+	struct counted_fd out, err;
+	bool counting;
+	uint64_t out_at_image, err_at_image; /* the restored image's counts */
 } ck;
+
+static ssize_t counted_write(void *cookie, const char *buf, size_t len)
+{
+	struct counted_fd *c = cookie;
+	size_t done = 0;
+	while (done < len) {
+		ssize_t w = write(c->fd, buf + done, len - done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return done ? (ssize_t)done : -1;
+		done += (size_t)w;
+	}
+	c->bytes += done;
+	return (ssize_t)done;
+}
+
+/* Replaces stdout and stderr by counting streams over the same fds. */
+static void count_output(void)
+{
+	cookie_io_functions_t io = {.write = counted_write};
+	fflush(stdout);
+	fflush(stderr);
+	ck.out = (struct counted_fd){.fd = STDOUT_FILENO, .bytes = ck.out_at_image};
+	ck.err = (struct counted_fd){.fd = STDERR_FILENO, .bytes = ck.err_at_image};
+	FILE *o = fopencookie(&ck.out, "w", io), *e = fopencookie(&ck.err, "w", io);
+	if (o == NULL || e == NULL) {
+		if (o)
+			fclose(o);
+		if (e)
+			fclose(e);
+		return; /* uncounted: a restored rank's output may lose lines */
+	}
+	setvbuf(e, NULL, _IONBF, 0);
+	stdout = o;
+	stderr = e;
+	ck.counting = true;
+}
+
+/* What the image's owner printed before it: cmrun drops this many bytes of
+ * a re-execution's output in place of the lines it will not print again. */
+static void write_filler(int fd, uint64_t n)
+{
+	char buf[4096];
+	memset(buf, '\n', sizeof buf);
+	while (n > 0) {
+		size_t k = n < sizeof buf ? (size_t)n : sizeof buf;
+		ssize_t w = write(fd, buf, k);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		n -= (uint64_t)w;
+	}
+}
 
 static long long now_ms(void)
 {
@@ -143,14 +220,20 @@ static bool parse_image(int rank, const uint8_t *img, size_t len)
 	ck.resume.clock = get_u64(img + 24);
 	ck.resume.reqid = get_u64(img + 32);
 	ck.resume.events = get_u64(img + 40);
+	ck.out_at_image = get_u64(img + 48);
+	ck.err_at_image = get_u64(img + 56);
 	return true;
 }
 
 int cm_ckpt_recover(struct cm_job *job)
 {
 	ck.last_ms = now_ms();
-	if (job->incarnation == 0 || server() == NULL)
+	if (server() == NULL)
 		return 0;
+	if (job->incarnation == 0) {
+		count_output();
+		return 0;
+	}
 	struct ckpt_client *c = connect_server(job);
 	if (c == NULL)
 		return -1;
@@ -160,6 +243,7 @@ int cm_ckpt_recover(struct cm_job *job)
 	int rc = ckpt_fetch_latest_alloc(c, job_id(), (uint32_t)job->rank, &number, &img, &len);
 	if (rc == CKPT_E_NOTFOUND) {
 		ckpt_client_free(c);
+		count_output();
 		return 0; /* no image yet: re-execute from the start */
 	}
 	if (rc != CKPT_OK) {
@@ -177,6 +261,13 @@ int cm_ckpt_recover(struct cm_job *job)
 	ck.restored_len = len;
 	ck.recovering = true;
 	job->resume = &ck.resume;
+	/* After what the re-execution printed before MPI_Init, as the dead
+	 * incarnation did. */
+	fflush(stdout);
+	fflush(stderr);
+	write_filler(STDOUT_FILENO, ck.out_at_image);
+	write_filler(STDERR_FILENO, ck.err_at_image);
+	count_output();
 	cm_info("rank %d: restored checkpoint %llu (%zu bytes)", job->rank,
 	        (unsigned long long)number, len);
 	return 0;
@@ -250,6 +341,11 @@ static int upload(const struct cm_job *job, const struct cm_resume *state)
 	put_u64(head + 24, state->clock);
 	put_u64(head + 32, state->reqid);
 	put_u64(head + 40, state->events);
+	/* Everything printed before the image is out, and counted. */
+	fflush(stdout);
+	fflush(stderr);
+	put_u64(head + 48, ck.counting ? ck.out.bytes : 0);
+	put_u64(head + 56, ck.counting ? ck.err.bytes : 0);
 	for (unsigned i = 0; i < ck.nregions; i++)
 		put_u64(head + IMAGE_FIXED + 8 * i, ck.regions[i].len);
 

@@ -5,8 +5,9 @@
  * Each step every rank sends a message derived from its state to the next
  * rank and folds what it receives from the previous one into its state (a
  * running checksum plus STATE_KIB KiB of data rewritten each step), then
- * calls chanmem_checkpoint. At the end rank 0 gathers every rank's checksum
- * (point to point) and prints them: the same lines whatever failed.
+ * calls chanmem_checkpoint. Every rank prints a line per step, and at the
+ * end rank 0 gathers every rank's checksum (point to point) and prints
+ * them: the same lines whatever failed.
  *
  *   FT_KILL_RANK=R FT_KILL_AT=S   rank R raises SIGKILL in step S, after its
  *                                 exchange and before that step's checkpoint,
@@ -100,6 +101,9 @@ int main(int argc, char **argv)
 		st.sum = mix(mix(st.sum, in[0]), in[1]);
 		for (size_t i = 0; i < words; i += 512)
 			data[i] = mix(data[i], st.sum);
+		/* A line per step: a rank restored from an image must not lose
+		 * nor repeat any (cmrun drops what was printed before). */
+		printf("step %d sum %016llx\n", st.step, (unsigned long long)st.sum);
 		if (rank == kill_rank && st.step == kill_at &&
 		    env_int("CHANMEM_INCARNATION", 0) == 0)
 			raise(SIGKILL);
