@@ -262,7 +262,7 @@ void cm_session_fail(struct cm_session *s, enum cm_err code, const char *fmt, ..
 struct cm_entry *cm_entry_new(const struct cm_header *h);
 void cm_entry_free(struct cm_entry *e);
 
-/* log.c: everything here is DEST(d) domain. */
+/* msglog.c, msgrec.c: everything here is DEST(d) domain. */
 bool cm_dest_init(struct cm_dest *d);
 void cm_dest_free(struct cm_dest *d);
 /* Appends e (already accepted by dedup) and matches it: a pending request
@@ -280,6 +280,19 @@ bool cm_dest_probe(struct cm_core *core, struct cm_dest *d, struct cm_session *s
 void cm_dest_drop_session(struct cm_dest *d, struct cm_session *s);
 /* Drops delivered entries from the head of d's log while over the budget. */
 void cm_dest_trim(struct cm_core *core, struct cm_dest *d);
+
+/* Shared by msglog.c (matching) and msgrec.c (the delivery record). */
+/* Slot recording request id (grows the record); NULL when the id is below
+ * a checkpoint's cut, too far past the record, or memory is short. */
+struct cm_rec *cm_rec_slot(struct cm_dest *d, uint64_t id);
+/* The answer recorded for id, or NULL. */
+const struct cm_rec *cm_rec_find(const struct cm_dest *d, uint64_t id);
+void cm_emit_deliver(const struct cm_entry *e, struct cm_session *to, uint64_t req_id);
+void cm_emit_probe_reply(struct cm_session *to, uint64_t probe_id, uint32_t ctx, int32_t src,
+                         int32_t tag, uint32_t len);
+void cm_dest_remove_wait(struct cm_dest *d, struct cm_wait *w);
+/* Memory an entry kept for replay stands for (the --log-mem budget). */
+uint64_t cm_entry_cost(const struct cm_entry *e);
 /* TRIM: a committed checkpoint of the rank covers its requests below
  * req_cut and events below ev_cut; drops their records, the delivered
  * messages they took, and the events. */

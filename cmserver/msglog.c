@@ -73,41 +73,6 @@ void cm_dest_free(struct cm_dest *d)
 	memset(d, 0, sizeof *d);
 }
 
-/* ---- the delivery record (fault tolerance) ---- */
-
-/* Slot for request id, growing the record; NULL when the id is too far past
- * the record or memory is short (the answer then goes unrecorded and a
- * replay of it fails cleanly rather than inventing an answer). */
-static struct cm_rec *rec_slot(struct cm_dest *d, uint64_t id)
-{
-	if (id < d->recs_base)
-		return NULL; /* below a checkpoint's cut: nobody asks for it again */
-	uint64_t slot = id - d->recs_base;
-	if (slot >= d->recs_cap) {
-		if (id >= d->nrecs && id - d->nrecs > CM_REC_MAX_GAP)
-			return NULL;
-		uint64_t cap = d->recs_cap ? d->recs_cap : 64;
-		while (cap <= slot)
-			cap *= 2;
-		struct cm_rec *r = realloc(d->recs, (size_t)cap * sizeof *r);
-		if (r == NULL)
-			return NULL;
-		memset(r + d->recs_cap, 0, (size_t)(cap - d->recs_cap) * sizeof *r);
-		d->recs = r;
-		d->recs_cap = cap;
-	}
-	if (id >= d->nrecs)
-		d->nrecs = id + 1;
-	return &d->recs[slot];
-}
-
-static const struct cm_rec *rec_find(const struct cm_dest *d, uint64_t id)
-{
-	if (id < d->recs_base || id >= d->nrecs || d->recs[id - d->recs_base].kind == CM_REC_NONE)
-		return NULL;
-	return &d->recs[id - d->recs_base];
-}
-
 static struct cm_bucket *bucket_find(const struct cm_dest *d, int32_t src, int32_t tag,
                                      uint32_t ctx)
 {
@@ -278,7 +243,7 @@ static bool add_wait(struct cm_dest *d, struct cm_session *s, const struct cm_he
 	return true;
 }
 
-static void remove_wait(struct cm_dest *d, struct cm_wait *w)
+void cm_dest_remove_wait(struct cm_dest *d, struct cm_wait *w)
 {
 	struct cm_bucket *b = w->bucket;
 	struct cm_wait **head = wait_head(b, w->kind), **tail = wait_tail(b, w->kind);
@@ -314,19 +279,19 @@ void cm_dest_drop_session(struct cm_dest *d, struct cm_session *s)
 	while (w) {
 		struct cm_wait *next = w->all_next;
 		if (w->sess == s)
-			remove_wait(d, w);
+			cm_dest_remove_wait(d, w);
 		w = next;
 	}
 }
 
 /* ---- replies ---- */
 
-static uint64_t entry_cost(const struct cm_entry *e)
+uint64_t cm_entry_cost(const struct cm_entry *e)
 {
 	return sizeof *e + e->len;
 }
 
-static void emit_deliver(const struct cm_entry *e, struct cm_session *to, uint64_t req_id)
+void cm_emit_deliver(const struct cm_entry *e, struct cm_session *to, uint64_t req_id)
 {
 	struct cm_out_item it;
 	struct cm_header h = {.type = CM_T_DELIVER,
@@ -351,12 +316,12 @@ static void deliver(struct cm_core *core, struct cm_entry *e, struct cm_session 
 {
 	e->delivered = true;
 	e->req_id = req_id;
-	struct cm_rec *rec = rec_slot(&core->dests[e->dst], req_id);
+	struct cm_rec *rec = cm_rec_slot(&core->dests[e->dst], req_id);
 	if (rec) {
 		rec->kind = CM_REC_DELIVER;
 		rec->e = e;
 	}
-	emit_deliver(e, to, req_id);
+	cm_emit_deliver(e, to, req_id);
 
 	if (e->sync_sess) {
 		struct cm_header ack = {.type = CM_T_SYNC_ACK,
@@ -370,13 +335,14 @@ static void deliver(struct cm_core *core, struct cm_entry *e, struct cm_session 
 		cm_session_release(e->sync_sess);
 		e->sync_sess = NULL;
 	}
-	uint64_t kept = __atomic_add_fetch(&core->delivered_kept, entry_cost(e), __ATOMIC_RELAXED);
+	uint64_t kept =
+	    __atomic_add_fetch(&core->delivered_kept, cm_entry_cost(e), __ATOMIC_RELAXED);
 	CM_STAT_ADD(core, msgs_delivered, 1);
 	CM_STAT_SET(core, log_bytes_delivered_kept, kept);
 }
 
-static void emit_probe_reply(struct cm_session *to, uint64_t probe_id, uint32_t ctx, int32_t src,
-                             int32_t tag, uint32_t len)
+void cm_emit_probe_reply(struct cm_session *to, uint64_t probe_id, uint32_t ctx, int32_t src,
+                         int32_t tag, uint32_t len)
 {
 	struct cm_out_item it;
 	struct cm_header h = {.type = CM_T_PROBE_REPLY,
@@ -403,7 +369,7 @@ static void probe_reply(struct cm_dest *d, struct cm_session *to, uint64_t probe
 {
 	int32_t src = e ? e->src : -1, tag = e ? e->tag : -1;
 	uint32_t len = e ? e->len : 0;
-	struct cm_rec *rec = rec_slot(d, probe_id);
+	struct cm_rec *rec = cm_rec_slot(d, probe_id);
 	if (rec) {
 		rec->kind = CM_REC_PROBE;
 		rec->e = NULL;
@@ -411,7 +377,7 @@ static void probe_reply(struct cm_dest *d, struct cm_session *to, uint64_t probe
 		rec->tag = tag;
 		rec->len = len;
 	}
-	emit_probe_reply(to, probe_id, e ? e->ctx : ctx, src, tag, len);
+	cm_emit_probe_reply(to, probe_id, e ? e->ctx : ctx, src, tag, len);
 }
 
 /* ---- the three operations ---- */
@@ -446,12 +412,12 @@ bool cm_dest_add_msg(struct cm_core *core, struct cm_dest *d, struct cm_entry *e
 		if (cm_session_closing(best->sess)) {
 			/* Its connection is going away: the message waits for the
 			 * rank's next connection instead. */
-			remove_wait(d, best);
+			cm_dest_remove_wait(d, best);
 			continue;
 		}
 		log_append(core, d, e);
 		deliver(core, e, best->sess, best->id);
-		remove_wait(d, best);
+		cm_dest_remove_wait(d, best);
 		return true;
 	}
 	if (!index_msg(d, e)) {
@@ -468,7 +434,7 @@ bool cm_dest_add_msg(struct cm_core *core, struct cm_dest *d, struct cm_entry *e
 				struct cm_wait *w = b->probe_head;
 				if (!cm_session_closing(w->sess))
 					probe_reply(d, w->sess, w->id, w->ctx, e);
-				remove_wait(d, w);
+				cm_dest_remove_wait(d, w);
 			}
 		}
 	}
@@ -510,9 +476,10 @@ void cm_dest_trim(struct cm_core *core, struct cm_dest *d)
 		d->log_head = e->log_next;
 		if (d->log_head == NULL)
 			d->log_tail = NULL;
-		kept = __atomic_sub_fetch(&core->delivered_kept, entry_cost(e), __ATOMIC_RELAXED);
+		kept =
+		    __atomic_sub_fetch(&core->delivered_kept, cm_entry_cost(e), __ATOMIC_RELAXED);
 		CM_STAT_SUB(core, log_entries_kept, 1);
-		struct cm_rec *r = (struct cm_rec *)rec_find(d, e->req_id);
+		struct cm_rec *r = (struct cm_rec *)cm_rec_find(d, e->req_id);
 		if (r && r->e == e) {
 			r->kind = CM_REC_TRIMMED;
 			r->e = NULL;
@@ -520,197 +487,4 @@ void cm_dest_trim(struct cm_core *core, struct cm_dest *d)
 		cm_entry_free(e);
 	}
 	CM_STAT_SET(core, log_bytes_delivered_kept, kept);
-}
-
-/* ---- replay (fault tolerance) ---- */
-
-static bool accepts(int32_t want_src, int32_t want_tag, uint32_t want_ctx, int32_t src, int32_t tag,
-                    uint32_t ctx)
-{
-	return (want_src == CM_ANY_SOURCE || want_src == src) &&
-	       (want_tag == CM_ANY_TAG || want_tag == tag) && want_ctx == ctx;
-}
-
-enum cm_replay cm_dest_replay(struct cm_core *core, struct cm_dest *d, struct cm_session *s,
-                              const struct cm_header *h)
-{
-	if (h->clock < d->recs_base)
-		return CM_REPLAY_LOST; /* a committed checkpoint covers it: collected */
-	const struct cm_rec *rec = rec_find(d, h->clock);
-	if (rec == NULL)
-		return CM_REPLAY_NONE;
-	bool is_recv = h->type == CM_T_RECV_REQ;
-	switch (rec->kind) {
-	case CM_REC_DELIVER:
-		if (!is_recv)
-			return CM_REPLAY_DIVERGED;
-		if (!accepts(h->src, h->tag, h->ctx, rec->e->src, rec->e->tag, rec->e->ctx))
-			return CM_REPLAY_DIVERGED;
-		emit_deliver(rec->e, s, h->clock);
-		CM_STAT_ADD(core, msgs_replayed, 1);
-		return CM_REPLAY_DONE;
-	case CM_REC_TRIMMED:
-		CM_STAT_ADD(core, replay_lost, 1);
-		return CM_REPLAY_LOST;
-	case CM_REC_CANCELLED:
-		/* Withdrawn before anything matched it: it takes nothing now
-		 * either, and its CANCEL is answered from the record. The same
-		 * request must come back (wildcards included). */
-		if (!is_recv || h->src != rec->src || h->tag != rec->tag || h->ctx != rec->len)
-			return CM_REPLAY_DIVERGED;
-		return CM_REPLAY_DONE;
-	case CM_REC_PROBE:
-		if (is_recv)
-			return CM_REPLAY_DIVERGED;
-		if (rec->src >= 0 && !accepts(h->src, h->tag, h->ctx, rec->src, rec->tag, h->ctx))
-			return CM_REPLAY_DIVERGED;
-		emit_probe_reply(s, h->clock, h->ctx, rec->src, rec->tag, rec->len);
-		CM_STAT_ADD(core, probes_replayed, 1);
-		return CM_REPLAY_DONE;
-	default:
-		return CM_REPLAY_NONE;
-	}
-}
-
-static void send_sync_ack(struct cm_session *to, const struct cm_header *h)
-{
-	struct cm_header ack = {.type = CM_T_SYNC_ACK,
-	                        .src = h->dst,
-	                        .dst = h->src,
-	                        .tag = h->tag,
-	                        .ctx = h->ctx,
-	                        .clock = h->clock};
-	cm_core_emit_header(to, &ack);
-}
-
-void cm_dest_sync_duplicate(struct cm_core *core, struct cm_dest *d, struct cm_session *s,
-                            const struct cm_header *h)
-{
-	/* A linear search, only for synchronous re-sends during a
-	 * re-execution: the log is in arrival order, clocks of one sender
-	 * increase along it. */
-	struct cm_entry *e = d->log_head;
-	while (e && !(e->src == h->src && e->clock == h->clock))
-		e = e->log_next;
-	CM_STAT_ADD(core, sync_acks_resent, 1);
-	if (e == NULL || e->delivered) {
-		/* Delivered (trimmed since, if not found): the receiver had it. */
-		send_sync_ack(s, h);
-		return;
-	}
-	/* Not matched yet: the ack goes to this connection when it is. */
-	cm_session_ref(s);
-	if (e->sync_sess)
-		cm_session_release(e->sync_sess);
-	e->sync_sess = s;
-}
-
-/* ---- cancel (MPI_Cancel of a receive) ---- */
-
-static void emit_cancel_ack(struct cm_session *to, uint64_t req_id, bool cancelled)
-{
-	int32_t rank = cm_session_rank(to);
-	struct cm_header ack = {.type = CM_T_CANCEL_ACK,
-	                        .flags = cancelled ? CM_F_CANCELLED : 0,
-	                        .src = rank,
-	                        .dst = rank,
-	                        .clock = req_id};
-	cm_core_emit_header(to, &ack);
-}
-
-/* A pending receive request of s with this id. A linear walk of the
- * destination's pending waits: cancels are rare and waits few. Waits of
- * another session (an older incarnation being replaced) are not s's. */
-static struct cm_wait *find_pending_recv(const struct cm_dest *d, const struct cm_session *s,
-                                         uint64_t id)
-{
-	for (struct cm_wait *w = d->waits_head; w; w = w->all_next)
-		if (w->kind == CM_WAIT_RECV && w->id == id && w->sess == s)
-			return w;
-	return NULL;
-}
-
-enum cm_cancel cm_dest_cancel(struct cm_core *core, struct cm_dest *d, struct cm_session *s,
-                              const struct cm_header *h)
-{
-	(void)core;
-	const struct cm_rec *rec = rec_find(d, h->clock);
-	if (rec != NULL) {
-		switch (rec->kind) {
-		case CM_REC_DELIVER:
-		case CM_REC_TRIMMED:
-			/* Matched: its DELIVER went out before this answer, on
-			 * the same connection (or at its re-sent RECV_REQ). */
-			emit_cancel_ack(s, h->clock, false);
-			return CM_CANCEL_TOO_LATE;
-		case CM_REC_CANCELLED:
-			emit_cancel_ack(s, h->clock, true); /* a re-executed CANCEL */
-			return CM_CANCEL_DONE;
-		default:
-			return CM_CANCEL_UNKNOWN; /* a probe id */
-		}
-	}
-	struct cm_wait *w = find_pending_recv(d, s, h->clock);
-	if (w == NULL)
-		return CM_CANCEL_UNKNOWN;
-	/* Recorded before the answer leaves (the pessimistic condition): a
-	 * cancel that could not be recorded is refused rather than answered,
-	 * or a re-execution could match the request instead. */
-	struct cm_rec *slot = rec_slot(d, h->clock);
-	if (slot == NULL)
-		return CM_CANCEL_NOMEM;
-	slot->kind = CM_REC_CANCELLED;
-	slot->e = NULL;
-	slot->src = w->src;
-	slot->tag = w->tag;
-	slot->len = w->ctx;
-	remove_wait(d, w);
-	emit_cancel_ack(s, h->clock, true);
-	return CM_CANCEL_DONE;
-}
-
-/* ---- garbage collection (a committed checkpoint) ---- */
-
-void cm_dest_gc(struct cm_core *core, struct cm_dest *d, uint64_t req_cut, uint64_t ev_cut)
-{
-	if (req_cut > d->nrecs)
-		req_cut = d->nrecs;
-	if (req_cut > d->recs_base) {
-		/* Delivered to a request the image covers: no incarnation asks for
-		 * it again. Undelivered messages stay whatever their age. */
-		struct cm_entry **link = &d->log_head, *prev = NULL;
-		uint64_t kept = 0, dropped = 0;
-		while (*link) {
-			struct cm_entry *e = *link;
-			if (!e->delivered || e->req_id >= req_cut) {
-				prev = e;
-				link = &e->log_next;
-				continue;
-			}
-			*link = e->log_next;
-			if (d->log_tail == e)
-				d->log_tail = prev;
-			kept = __atomic_sub_fetch(&core->delivered_kept, entry_cost(e),
-			                          __ATOMIC_RELAXED);
-			dropped++;
-			cm_entry_free(e);
-		}
-		if (dropped) {
-			CM_STAT_SUB(core, log_entries_kept, dropped);
-			CM_STAT_ADD(core, log_entries_collected, dropped);
-			CM_STAT_SET(core, log_bytes_delivered_kept, kept);
-		}
-		uint64_t drop = req_cut - d->recs_base, used = d->nrecs - d->recs_base;
-		memmove(d->recs, d->recs + drop, (size_t)(used - drop) * sizeof *d->recs);
-		memset(d->recs + (used - drop), 0, (size_t)drop * sizeof *d->recs);
-		d->recs_base = req_cut;
-	}
-	if (ev_cut > d->nevents)
-		ev_cut = d->nevents;
-	if (ev_cut > d->events_base) {
-		uint64_t drop = ev_cut - d->events_base, used = d->nevents - d->events_base;
-		memmove(d->events, d->events + drop, (size_t)(used - drop) * sizeof *d->events);
-		d->events_base = ev_cut;
-		CM_STAT_ADD(core, events_collected, drop);
-	}
 }
