@@ -153,6 +153,7 @@ struct cm_core_stats {
 	uint64_t msgs_delivered;
 	uint64_t bytes_logged;
 	uint64_t log_entries_kept; /* entries still in logs (delivered or not) */
+	uint64_t log_bytes_held;   /* their payload bytes */
 	uint64_t log_bytes_delivered_kept;
 	uint64_t frames_refused; /* ERROR frames sent */
 	/* Fault tolerance (added): */

@@ -73,17 +73,17 @@ static void write_line_locked(struct cm_monitor *m, const char *line, size_t len
 	}
 }
 
-/* "stats LOG_BYTES REPLAYED". LOG_BYTES: payload bytes appended to the logs
- * (the core has no counter of the bytes trimmed by --log-mem, so this is the
- * bytes held as long as nothing was trimmed, which the default --log-mem
- * makes the common case). REPLAYED: DELIVERs re-sent to new incarnations. */
+/* "stats LOG_BYTES REPLAYED". LOG_BYTES: payload bytes the logs hold now
+ * (what --log-mem trimming and checkpoint garbage collection dropped is
+ * gone). REPLAYED: DELIVERs re-sent to new incarnations. */
 static void report_stats_locked(struct cm_monitor *m)
 {
 	struct cm_core_stats st;
 	cm_core_stats(m->core, &st);
 	char line[96];
-	int n = snprintf(line, sizeof line, "stats %llu %llu\n",
-	                 (unsigned long long)st.bytes_logged, (unsigned long long)st.msgs_replayed);
+	int n =
+	    snprintf(line, sizeof line, "stats %llu %llu\n", (unsigned long long)st.log_bytes_held,
+	             (unsigned long long)st.msgs_replayed);
 	write_line_locked(m, line, (size_t)n);
 }
 

@@ -393,6 +393,7 @@ static void log_append(struct cm_core *core, struct cm_dest *d, struct cm_entry 
 	d->log_tail = e;
 	CM_STAT_ADD(core, msgs_logged, 1);
 	CM_STAT_ADD(core, bytes_logged, e->len);
+	CM_STAT_ADD(core, log_bytes_held, e->len);
 	CM_STAT_ADD(core, log_entries_kept, 1);
 }
 
@@ -479,6 +480,7 @@ void cm_dest_trim(struct cm_core *core, struct cm_dest *d)
 		kept =
 		    __atomic_sub_fetch(&core->delivered_kept, cm_entry_cost(e), __ATOMIC_RELAXED);
 		CM_STAT_SUB(core, log_entries_kept, 1);
+		CM_STAT_SUB(core, log_bytes_held, e->len);
 		struct cm_rec *r = (struct cm_rec *)cm_rec_find(d, e->req_id);
 		if (r && r->e == e) {
 			r->kind = CM_REC_TRIMMED;

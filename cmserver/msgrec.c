@@ -216,6 +216,7 @@ void cm_dest_gc(struct cm_core *core, struct cm_dest *d, uint64_t req_cut, uint6
 			kept = __atomic_sub_fetch(&core->delivered_kept, cm_entry_cost(e),
 			                          __ATOMIC_RELAXED);
 			dropped++;
+			CM_STAT_SUB(core, log_bytes_held, e->len);
 			cm_entry_free(e);
 		}
 		if (dropped) {

@@ -14,10 +14,23 @@
  *                            find) and every 64th iteration a 1-byte ping-pong with rank 1;
  *                            prints ns per iteration. Run with event recording on and off
  *                            (CHANMEM_EVENTS=off) and over the direct transport.
+ *   ftbench ckptio MIB DIR   rank 0 registers MIB MiB of state (a smooth field of doubles
+ *                            with noise in the low bits: a solver's state, not zeros),
+ *                            times one checkpoint (DIR/save.ns), dies, and times its
+ *                            restart's MPI_Init (image fetched) and restore
+ *                            (DIR/load.ns); then runs on to the end.
+ *   ftbench ring STEPS KIB   every rank sends KIB KiB around a ring each step and calls
+ *                            chanmem_checkpoint (2 or more ranks): the CM's memory over
+ *                            time with checkpoints (log collected) and without.
  *
- * Only standard MPI calls, so it builds with any mpicc. */
+ * Only standard MPI calls apart from chanmem_checkpoint (chanmem.h, built
+ * with -DCHANMEM), so the rest builds with any mpicc. */
 #include <mpi.h>
+#ifdef CHANMEM
+#include <chanmem.h>
+#endif
 
+#include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -131,16 +144,115 @@ static void events(long n)
 	}
 }
 
+#ifdef CHANMEM
+static void ckptio(int mib, const char *dir, long long init_ns)
+{
+	size_t n = (size_t)mib * MIB / sizeof(double);
+	double *field = malloc(n * sizeof *field);
+	if (field == NULL)
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	uint64_t x = 88172645463325252ull;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		field[i] = 1000.0 * sin((double)i * 1e-4) + (double)(x % 1000) * 1e-9;
+	}
+	int done = 0;
+	chanmem_ckpt_register(&done, sizeof done);
+	chanmem_ckpt_register(field, n * sizeof *field);
+	if (chanmem_ckpt_recovering()) {
+		long long t0 = now_ns(CLOCK_MONOTONIC);
+		chanmem_ckpt_restore();
+		if (rank == 0)
+			write_ns(dir, "load.ns", init_ns + now_ns(CLOCK_MONOTONIC) - t0);
+	}
+	if (!done) {
+		done = 1;
+		long long t0 = now_ns(CLOCK_MONOTONIC);
+		int taken = 0;
+		if (chanmem_checkpoint(&taken) != MPI_SUCCESS || !taken)
+			MPI_Abort(MPI_COMM_WORLD, 3);
+		if (rank == 0) {
+			write_ns(dir, "save.ns", now_ns(CLOCK_MONOTONIC) - t0);
+			raise(SIGKILL);
+		}
+	}
+	MPI_Barrier(MPI_COMM_WORLD);
+	free(field);
+}
+#endif
+
+static void ring(int steps, int kib)
+{
+	size_t n = (size_t)kib * 1024;
+	char *out = malloc(n), *in = malloc(n);
+	if (out == NULL || in == NULL)
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	memset(out, rank, n);
+	struct {
+		int step;
+		long long sum;
+	} st = {0, 0};
+#ifdef CHANMEM
+	chanmem_ckpt_register(&st, sizeof st);
+	if (chanmem_ckpt_recovering())
+		chanmem_ckpt_restore();
+#endif
+	int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+	for (; st.step < steps; st.step++) {
+		MPI_Sendrecv(out, (int)n, MPI_BYTE, next, 1, in, (int)n, MPI_BYTE, prev, 1,
+		             MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+		st.sum += in[(size_t)st.step % n];
+#ifdef CHANMEM
+		st.step++;
+		chanmem_checkpoint(NULL);
+		st.step--;
+#endif
+	}
+	if (rank == 0)
+		printf("ring: %d steps of %d KiB, sum %lld\n", steps, kib, st.sum);
+	free(out);
+	free(in);
+}
+
 int main(int argc, char **argv)
 {
+	long long init_start = now_ns(CLOCK_MONOTONIC);
 	MPI_Init(&argc, &argv);
 	long long init_done = now_ns(CLOCK_REALTIME);
+	long long init_ns = now_ns(CLOCK_MONOTONIC) - init_start;
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
+#ifdef CHANMEM
+	if (argc == 4 && strcmp(argv[1], "ckptio") == 0) {
+		int mib = atoi(argv[2]);
+		if (mib < 1 || mib > 4096) {
+			if (rank == 0)
+				fprintf(stderr, "ftbench ckptio: MIB 1 .. 4096\n");
+			MPI_Abort(MPI_COMM_WORLD, 2);
+		}
+		ckptio(mib, argv[3], init_ns);
+		MPI_Finalize();
+		return 0;
+	}
+#else
+	(void)init_ns;
+#endif
+	if (argc == 4 && strcmp(argv[1], "ring") == 0 && size >= 2) {
+		int steps = atoi(argv[2]), kib = atoi(argv[3]);
+		if (steps < 1 || kib < 1 || kib > 65536) {
+			if (rank == 0)
+				fprintf(stderr, "ftbench ring: STEPS >= 1, KIB 1 .. 65536\n");
+			MPI_Abort(MPI_COMM_WORLD, 2);
+		}
+		ring(steps, kib);
+		MPI_Finalize();
+		return 0;
+	}
 	if (size != 2 || argc != 3) {
 		if (rank == 0)
 			fprintf(stderr,
-			        "usage: ftbench restart DIR | replay MIB | events N (2 ranks)\n");
+			        "usage: ftbench restart DIR | replay MIB | events N (2 ranks) "
+			        "| ring STEPS KIB\n");
 		MPI_Finalize();
 		return 2;
 	}
