@@ -46,10 +46,12 @@ void cm_core_log_summary(const struct cm_core *core)
 	struct cm_core_stats st;
 	cm_core_stats(core, &st);
 	cm_info("%llu messages logged (%llu bytes), %llu delivered, %llu re-sends dropped, "
-	        "%llu frames refused, %llu replayed, %llu collected after checkpoints",
+	        "%llu frames refused, %llu replayed, %llu bytes spilled, %llu collected after "
+	        "checkpoints",
 	        (unsigned long long)st.msgs_logged, (unsigned long long)st.bytes_logged,
 	        (unsigned long long)st.msgs_delivered, (unsigned long long)st.msgs_duplicate,
 	        (unsigned long long)st.frames_refused, (unsigned long long)st.msgs_replayed,
+	        (unsigned long long)st.log_bytes_spilled,
 	        (unsigned long long)st.log_entries_collected);
 }
 

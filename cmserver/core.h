@@ -142,6 +142,22 @@ struct cm_core_config {
 	 * from cm_session_closed, GLOBAL held. NULL: nobody to tell. */
 	void (*rank_lost)(void *ctx, int rank, uint32_t incarnation);
 	void *rank_lost_ctx;
+	/* Where delivered payloads go past log_mem (spill.c: LMDB), so a
+	 * replay can still fetch them; NULL: they are dropped. Called in the
+	 * DEST(dst) domain; each call stands alone (own transaction). */
+	const struct cm_spill_ops *spill;
+	void *spill_ctx;
+};
+
+struct cm_spill_ops {
+	/* Stores len bytes under (dst, seq). 0, or -1 (the payload is then
+	 * dropped instead, as without a spill store). */
+	int (*put)(void *ctx, int32_t dst, uint64_t seq, const void *data, uint32_t len);
+	/* Copies the payload stored under (dst, seq), exactly len bytes, into
+	 * out. 0, or -1 (gone or unreadable: the replay fails cleanly). */
+	int (*get)(void *ctx, int32_t dst, uint64_t seq, void *out, uint32_t len);
+	/* Forgets it (a committed checkpoint covers it). */
+	void (*del)(void *ctx, int32_t dst, uint64_t seq);
 };
 
 /* Counters for --verbose reports and tests. Read them in the GLOBAL domain;
@@ -152,8 +168,9 @@ struct cm_core_stats {
 	uint64_t msgs_duplicate;
 	uint64_t msgs_delivered;
 	uint64_t bytes_logged;
-	uint64_t log_entries_kept; /* entries still in logs (delivered or not) */
-	uint64_t log_bytes_held;   /* their payload bytes */
+	uint64_t log_entries_kept;  /* entries still in logs (delivered or not) */
+	uint64_t log_bytes_held;    /* their payload bytes in memory */
+	uint64_t log_bytes_spilled; /* delivered payload bytes moved to the spill store */
 	uint64_t log_bytes_delivered_kept;
 	uint64_t frames_refused; /* ERROR frames sent */
 	/* Fault tolerance (added): */

@@ -46,6 +46,9 @@ struct cm_entry {
 	uint32_t ctx, len;
 	uint16_t flags;
 	bool delivered;
+	/* Past --log-mem: out of the log list, payload in the spill store
+	 * (cfg.spill), only the delivery record points here. */
+	bool spilled;
 };
 
 enum cm_wait_kind { CM_WAIT_RECV = 1, CM_WAIT_PROBE = 2 };
@@ -293,6 +296,10 @@ void cm_emit_probe_reply(struct cm_session *to, uint64_t probe_id, uint32_t ctx,
 void cm_dest_remove_wait(struct cm_dest *d, struct cm_wait *w);
 /* Memory an entry kept for replay stands for (the --log-mem budget). */
 uint64_t cm_entry_cost(const struct cm_entry *e);
+/* Past --log-mem: moves a delivered entry's payload to cfg.spill. true:
+ * spilled (the entry stays, without payload); false: no store, or it failed
+ * (the caller drops the entry instead). */
+bool cm_spill_entry(struct cm_core *core, struct cm_entry *e);
 /* TRIM: a committed checkpoint of the rank covers its requests below
  * req_cut and events below ev_cut; drops their records, the delivered
  * messages they took, and the events. */

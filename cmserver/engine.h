@@ -17,6 +17,9 @@ struct cm_server_opts {
 	unsigned threads;     /* multiplexer, specialized: worker loops (1..64) */
 	char secret[CM_SECRET_LEN];
 	struct cm_monitor *monitor; /* reports to the dispatcher (monitor.h), or NULL */
+	/* Where delivered payloads go past log_mem (spill.h), or NULL: dropped. */
+	const struct cm_spill_ops *spill;
+	void *spill_ctx;
 };
 
 /* --threads bounds, and the environment variable that supplies the default

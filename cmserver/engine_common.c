@@ -159,6 +159,8 @@ int cm_engine_threaded(const struct cm_server_opts *opts, int listen_fd,
 		cfg.rank_lost = cm_monitor_rank_lost;
 		cfg.rank_lost_ctx = opts->monitor;
 	}
+	cfg.spill = opts->spill;
+	cfg.spill_ctx = opts->spill_ctx;
 	int status = 1;
 	e->core = cm_core_new(&cfg);
 	e->loop = ev_default_loop(EVFLAG_AUTO);

@@ -252,6 +252,8 @@ int cm_engine_mono(const struct cm_server_opts *opts, int listen_fd)
 		cfg.rank_lost = cm_monitor_rank_lost;
 		cfg.rank_lost_ctx = opts->monitor;
 	}
+	cfg.spill = opts->spill;
+	cfg.spill_ctx = opts->spill_ctx;
 
 	m.loop = ev_default_loop(EVFLAG_AUTO);
 	if (m.loop == NULL) {

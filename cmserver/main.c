@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "engine.h"
+#include "spill.h"
 
 #include "jobenv.h"
 #include "log.h"
@@ -32,8 +33,9 @@
  * (a run past it fails its replay with a clear error instead of the CM being
  * killed for memory). A small budget is faster (freed payload buffers are
  * reused warm: first-touch pages cost ~20 % of bandwidth at 4 MiB on a VM)
- * but gives up replay: that is the user's choice to make, not ours. Spilling
- * to LMDB (the checkpoint issue) replaces dropping. */
+ * but costs a disk write per message past it: past the budget, delivered
+ * payloads go to the spill store (LMDB, spill.c) and come back for a replay;
+ * only with --no-spill are they dropped. */
 static uint64_t default_log_mem(void)
 {
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -80,8 +82,12 @@ static void usage(FILE *out)
 	    "                       K, M, G, KiB, MiB, GiB; at least %d)\n"
 	    "  --log-mem BYTES      memory kept for delivered messages, the replay log\n"
 	    "                       (default: a quarter of physical memory); past it the\n"
-	    "                       oldest delivered entries are dropped, and a restarted\n"
-	    "                       rank that needs one cannot be replayed\n"
+	    "                       oldest delivered payloads go to the spill store and\n"
+	    "                       come back when a restarted rank is replayed\n"
+	    "  --spill-dir DIR      where the spill store (LMDB) goes (default: a new\n"
+	    "                       directory under $TMPDIR, removed at exit)\n"
+	    "  --no-spill           drop what is past --log-mem instead (a restarted rank\n"
+	    "                       that needs it then cannot be replayed)\n"
 	    "  --secret-file FILE   read the 32-character job secret from the first line of\n"
 	    "                       FILE; the environment variable %s takes precedence\n"
 	    "  -v, --verbose        report connections and errors; twice for debug output\n"
@@ -138,6 +144,8 @@ int main(int argc, char **argv)
 		OPT_REPORT_FD,
 		OPT_MAX_MESSAGE,
 		OPT_LOG_MEM,
+		OPT_SPILL_DIR,
+		OPT_NO_SPILL,
 		OPT_SECRET
 	};
 	static const struct option longopts[] = {
@@ -148,6 +156,8 @@ int main(int argc, char **argv)
 	    {"report-fd", required_argument, NULL, OPT_REPORT_FD},
 	    {"max-message", required_argument, NULL, OPT_MAX_MESSAGE},
 	    {"log-mem", required_argument, NULL, OPT_LOG_MEM},
+	    {"spill-dir", required_argument, NULL, OPT_SPILL_DIR},
+	    {"no-spill", no_argument, NULL, OPT_NO_SPILL},
 	    {"secret-file", required_argument, NULL, OPT_SECRET},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
@@ -156,6 +166,8 @@ int main(int argc, char **argv)
 	const char *threads_text = NULL, *threads_from = "--threads";
 	const char *mode = "mono", *listen_text = "127.0.0.1:0", *secret_file = NULL;
 	long ready_fd = -1, report_fd = -1;
+	const char *spill_dir = NULL;
+	bool no_spill = false;
 	int verbosity = 0;
 	struct cm_server_opts opts = {.max_message = CM_DEFAULT_MAX_PAYLOAD,
 	                              .log_mem = default_log_mem()};
@@ -185,6 +197,12 @@ int main(int argc, char **argv)
 		case OPT_MAX_MESSAGE:
 			opts.max_message = (uint32_t)parse_size_opt("--max-message", optarg,
 			                                            MIN_MAX_MESSAGE, UINT32_MAX);
+			break;
+		case OPT_SPILL_DIR:
+			spill_dir = optarg;
+			break;
+		case OPT_NO_SPILL:
+			no_spill = true;
 			break;
 		case OPT_LOG_MEM:
 			opts.log_mem = parse_size_opt("--log-mem", optarg, 0, UINT64_MAX);
@@ -288,7 +306,24 @@ int main(int argc, char **argv)
 		close(lfd);
 		return 1;
 	}
+	struct cm_spill_store *spill = NULL;
+	if (!no_spill) {
+		spill = cm_spill_store_open(spill_dir);
+		if (spill == NULL && spill_dir) {
+			close(lfd);
+			cm_monitor_free(opts.monitor);
+			return 1;
+		}
+		if (spill == NULL)
+			cm_err("running without a spill store: past --log-mem delivered messages "
+			       "are dropped");
+		else
+			cm_debug("spill store in %s", cm_spill_store_dir(spill));
+		opts.spill = spill ? &cm_spill_lmdb : NULL;
+		opts.spill_ctx = spill;
+	}
 	int status = engine->run(&opts, lfd);
+	cm_spill_store_close(spill);
 	cm_monitor_free(opts.monitor);
 	return status;
 }

@@ -47,6 +47,9 @@ bool cm_dest_init(struct cm_dest *d)
 
 void cm_dest_free(struct cm_dest *d)
 {
+	for (uint64_t i = 0; d->recs && i < d->nrecs - d->recs_base; i++)
+		if (d->recs[i].kind == CM_REC_DELIVER && d->recs[i].e->spilled)
+			cm_entry_free(d->recs[i].e); /* in no log list any more */
 	struct cm_entry *e = d->log_head;
 	while (e) {
 		struct cm_entry *next = e->log_next;
@@ -482,6 +485,10 @@ void cm_dest_trim(struct cm_core *core, struct cm_dest *d)
 		CM_STAT_SUB(core, log_entries_kept, 1);
 		CM_STAT_SUB(core, log_bytes_held, e->len);
 		struct cm_rec *r = (struct cm_rec *)cm_rec_find(d, e->req_id);
+		if (r && r->e == e && cm_spill_entry(core, e)) {
+			e->log_next = NULL; /* the record alone keeps it, payload on disk */
+			continue;
+		}
 		if (r && r->e == e) {
 			r->kind = CM_REC_TRIMMED;
 			r->e = NULL;

@@ -54,6 +54,45 @@ static bool accepts(int32_t want_src, int32_t want_tag, uint32_t want_ctx, int32
 	       (want_tag == CM_ANY_TAG || want_tag == tag) && want_ctx == ctx;
 }
 
+/* ---- the spill store (--log-mem) ---- */
+
+bool cm_spill_entry(struct cm_core *core, struct cm_entry *e)
+{
+	const struct cm_spill_ops *sp = core->cfg.spill;
+	if (sp == NULL)
+		return false;
+	if (e->len > 0 &&
+	    sp->put(core->cfg.spill_ctx, e->dst, e->seq, e->payload->data, e->len) < 0)
+		return false;
+	cm_buf_unref(e->payload);
+	e->payload = NULL;
+	e->spilled = true;
+	CM_STAT_ADD(core, log_bytes_spilled, e->len);
+	return true;
+}
+
+/* DELIVER of a spilled entry: its payload back from the store into a
+ * buffer the output queue holds until written; the entry stays without. */
+static bool emit_spilled(struct cm_core *core, struct cm_entry *e, struct cm_session *to,
+                         uint64_t req_id)
+{
+	if (e->len == 0) {
+		cm_emit_deliver(e, to, req_id);
+		return true;
+	}
+	struct cm_buf *b = cm_buf_new(e->len);
+	if (b == NULL ||
+	    core->cfg.spill->get(core->cfg.spill_ctx, e->dst, e->seq, b->data, e->len) < 0) {
+		cm_buf_unref(b);
+		return false;
+	}
+	e->payload = b;
+	cm_emit_deliver(e, to, req_id);
+	e->payload = NULL;
+	cm_buf_unref(b);
+	return true;
+}
+
 enum cm_replay cm_dest_replay(struct cm_core *core, struct cm_dest *d, struct cm_session *s,
                               const struct cm_header *h)
 {
@@ -69,7 +108,12 @@ enum cm_replay cm_dest_replay(struct cm_core *core, struct cm_dest *d, struct cm
 			return CM_REPLAY_DIVERGED;
 		if (!accepts(h->src, h->tag, h->ctx, rec->e->src, rec->e->tag, rec->e->ctx))
 			return CM_REPLAY_DIVERGED;
-		cm_emit_deliver(rec->e, s, h->clock);
+		if (rec->e->spilled && !emit_spilled(core, rec->e, s, h->clock)) {
+			CM_STAT_ADD(core, replay_lost, 1);
+			return CM_REPLAY_LOST;
+		}
+		if (!rec->e->spilled)
+			cm_emit_deliver(rec->e, s, h->clock);
 		CM_STAT_ADD(core, msgs_replayed, 1);
 		return CM_REPLAY_DONE;
 	case CM_REC_TRIMMED:
@@ -224,6 +268,19 @@ void cm_dest_gc(struct cm_core *core, struct cm_dest *d, uint64_t req_cut, uint6
 			CM_STAT_ADD(core, log_entries_collected, dropped);
 			CM_STAT_SET(core, log_bytes_delivered_kept, kept);
 		}
+		/* Spilled entries are in no log list: the record held them. */
+		uint64_t spilled = 0;
+		for (uint64_t i = 0; i < req_cut - d->recs_base; i++) {
+			struct cm_rec *r = &d->recs[i];
+			if (r->kind != CM_REC_DELIVER || !r->e->spilled)
+				continue;
+			if (r->e->len > 0)
+				core->cfg.spill->del(core->cfg.spill_ctx, r->e->dst, r->e->seq);
+			spilled++;
+			cm_entry_free(r->e);
+			r->e = NULL;
+		}
+		CM_STAT_ADD(core, log_entries_collected, spilled);
 		uint64_t drop = req_cut - d->recs_base, used = d->nrecs - d->recs_base;
 		memmove(d->recs, d->recs + drop, (size_t)(used - drop) * sizeof *d->recs);
 		memset(d->recs + (used - drop), 0, (size_t)drop * sizeof *d->recs);

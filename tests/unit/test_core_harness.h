@@ -84,14 +84,23 @@ static inline void h_wake(void *ctx, struct cm_session *s)
 	hs->wakes++;
 }
 
-static inline void h_init(struct harness *hs, uint64_t log_mem)
+static inline void h_init_spill(struct harness *hs, uint64_t log_mem,
+                                const struct cm_spill_ops *spill, void *spill_ctx)
 {
-	struct cm_core_config cfg = {
-	    .max_payload = H_MAX_PAYLOAD, .log_mem = log_mem, .hooks = {.ctx = hs, .wake = h_wake}};
+	struct cm_core_config cfg = {.max_payload = H_MAX_PAYLOAD,
+	                             .log_mem = log_mem,
+	                             .hooks = {.ctx = hs, .wake = h_wake},
+	                             .spill = spill,
+	                             .spill_ctx = spill_ctx};
 	memcpy(cfg.secret, H_SECRET, CM_SECRET_LEN);
 	hs->wakes = 0;
 	hs->core = cm_core_new(&cfg);
 	ck_assert_ptr_nonnull(hs->core);
+}
+
+static inline void h_init(struct harness *hs, uint64_t log_mem)
+{
+	h_init_spill(hs, log_mem, NULL, NULL);
 }
 
 /* Feeds bytes the way readv would, at most chunk bytes per "read". */
