@@ -149,10 +149,15 @@ struct cm_core_config {
 	void *spill_ctx;
 };
 
+struct cm_buf;
 struct cm_spill_ops {
 	/* Stores len bytes under (dst, seq). 0, or -1 (the payload is then
 	 * dropped instead, as without a spill store). */
 	int (*put)(void *ctx, int32_t dst, uint64_t seq, const void *data, uint32_t len);
+	/* Optional, preferred when set: takes a reference on the payload
+	 * buffer and stores it later, off the caller's thread (a log-writer
+	 * thread); get must find it meanwhile. 0, or -1 as for put. */
+	int (*put_buf)(void *ctx, int32_t dst, uint64_t seq, struct cm_buf *buf);
 	/* Copies the payload stored under (dst, seq), exactly len bytes, into
 	 * out. 0, or -1 (gone or unreadable: the replay fails cleanly). */
 	int (*get)(void *ctx, int32_t dst, uint64_t seq, void *out, uint32_t len);

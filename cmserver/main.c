@@ -308,7 +308,8 @@ int main(int argc, char **argv)
 	}
 	struct cm_spill_store *spill = NULL;
 	if (!no_spill) {
-		spill = cm_spill_store_open(spill_dir);
+		/* specialized: a log-writer thread keeps the disk off the fast path */
+		spill = cm_spill_store_open(spill_dir, strcmp(opts.mode, "specialized") == 0);
 		if (spill == NULL && spill_dir) {
 			close(lfd);
 			cm_monitor_free(opts.monitor);
@@ -319,7 +320,7 @@ int main(int argc, char **argv)
 			       "are dropped");
 		else
 			cm_debug("spill store in %s", cm_spill_store_dir(spill));
-		opts.spill = spill ? &cm_spill_lmdb : NULL;
+		opts.spill = spill ? cm_spill_store_ops(spill) : NULL;
 		opts.spill_ctx = spill;
 	}
 	int status = engine->run(&opts, lfd);

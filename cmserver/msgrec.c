@@ -62,7 +62,9 @@ bool cm_spill_entry(struct cm_core *core, struct cm_entry *e)
 	if (sp == NULL)
 		return false;
 	if (e->len > 0 &&
-	    sp->put(core->cfg.spill_ctx, e->dst, e->seq, e->payload->data, e->len) < 0)
+	    (sp->put_buf
+	         ? sp->put_buf(core->cfg.spill_ctx, e->dst, e->seq, e->payload)
+	         : sp->put(core->cfg.spill_ctx, e->dst, e->seq, e->payload->data, e->len)) < 0)
 		return false;
 	cm_buf_unref(e->payload);
 	e->payload = NULL;

@@ -6,13 +6,15 @@
 
 struct cm_spill_store;
 
-/* The ops; their ctx is a store from cm_spill_store_open. */
-extern const struct cm_spill_ops cm_spill_lmdb;
+#include <stdbool.h>
 
-/* Opens a store in dir (created by the caller), or in a new temporary
- * directory under $TMPDIR (removed at close) when dir is NULL. NULL after
- * saying why. */
-struct cm_spill_store *cm_spill_store_open(const char *dir);
+/* Opens a store in dir (created if missing), or in a new temporary
+ * directory under $TMPDIR (removed at close) when dir is NULL; log_writer:
+ * with a log-writer thread (payloads queued, stored off the caller's
+ * thread). NULL after saying why. */
+struct cm_spill_store *cm_spill_store_open(const char *dir, bool log_writer);
+/* The ops to hand the core with this store as their ctx. */
+const struct cm_spill_ops *cm_spill_store_ops(const struct cm_spill_store *st);
 const char *cm_spill_store_dir(const struct cm_spill_store *st);
 void cm_spill_store_close(struct cm_spill_store *st);
 

@@ -34,10 +34,12 @@ CHANMEM_CMSERVER=$SPILL FT_KILL_RANK=0,2 FT_KILL_AT=4 FT_KILL_TIMES=2 ft_same \
 CHANMEM_CMSERVER=$SMALL FT_KILL_RANK=3 FT_KILL_AT=25 FT_REKILL_AT=9 ft_same \
 	spill_ring_during_replay spill_ref_ring --cms 2 -- ft_suite ring 30
 
-# The CM says it spilled (cmrun -v -v hands --verbose to cmserver).
-name=spill_counted
+# The CM says it spilled (cmrun -v -v hands --verbose to cmserver); in
+# specialized mode through its log-writer thread.
+for mode in mono specialized; do
+name=spill_counted_$mode
 if itest_selected $name; then
-	CHANMEM_CMSERVER=$SPILL itest_run $name "$NP" -v -v -- ft_suite big 3
+	CHANMEM_CMSERVER=$SPILL itest_run $name "$NP" -v -v --mode $mode -- ft_suite big 3
 	spilled=$(sed -n 's/.*, \([0-9]*\) bytes spilled, .*/\1/p' "$itest_work/$name.err" |
 		head -n 1)
 	if [ "$itest_rc" -ne 0 ]; then
@@ -48,6 +50,7 @@ if itest_selected $name; then
 		itest_pass "$name ($spilled bytes spilled)"
 	fi
 fi
+done
 
 # Without the store the replay cannot happen: a clear failure, not a hang.
 name=spill_off_fails
