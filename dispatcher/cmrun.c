@@ -77,7 +77,9 @@ static int print_map(const struct cmrun_options *o)
 		if (o->transport == CMRUN_TRANSPORT_CM)
 			printf("rank %d -> %s (home CM %d)\n", rank, host, rank % o->ncms);
 		else if (o->transport == CMRUN_TRANSPORT_REPL)
-			printf("rank %d -> %s (%d replicas)\n", rank, host, o->replicas);
+			for (int k = 0; k < o->replicas; k++)
+				printf("rank %d replica %d -> %s\n", rank, k,
+				       o->hosts.list[hosts_of_replica(&o->hosts, rank, k)].name);
 		else
 			printf("rank %d -> %s\n", rank, host);
 	}

@@ -217,6 +217,12 @@ int hosts_find(const struct cmrun_hosts *h, const char *name)
 	return -1;
 }
 
+int hosts_of_replica(const struct cmrun_hosts *h, int rank, int replica)
+{
+	int first = hosts_of_rank(h, rank);
+	return first < 0 || h->count == 0 ? first : (first + replica) % h->count;
+}
+
 int hosts_of_rank(const struct cmrun_hosts *h, int rank)
 {
 	int first = 0;

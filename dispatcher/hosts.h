@@ -34,6 +34,10 @@ int hosts_find(const struct cmrun_hosts *h, const char *name);
 /* Index of the host of rank: ranks are placed by slots in order (a rank's
  * replicas go with it); -1 past the last slot. */
 int hosts_of_rank(const struct cmrun_hosts *h, int rank);
+/* The host of replica `replica` of rank (--replicate): replica k goes k hosts
+ * after its rank's, so the replicas of a rank are on different hosts when
+ * there are enough of them. */
+int hosts_of_replica(const struct cmrun_hosts *h, int rank, int replica);
 /* -v: which ranks each host holds. */
 void hosts_report_placement(const struct cmrun_hosts *h, int nranks);
 void hosts_free(struct cmrun_hosts *h);

@@ -555,7 +555,8 @@ int job_run(struct job *job)
 		job->ranks[i].rank = i / o->replicas;
 		job->ranks[i].replica = i % o->replicas;
 		job->ranks[i].held_out = job->ranks[i].held_err = -1;
-		job->ranks[i].host_index = hosts_of_rank(&o->hosts, job->ranks[i].rank);
+		job->ranks[i].host_index =
+		    hosts_of_replica(&o->hosts, job->ranks[i].rank, job->ranks[i].replica);
 		job->ranks[i].host = o->hosts.list[job->ranks[i].host_index].name;
 		job->ranks[i].listen_fd = -1;
 	}

@@ -72,6 +72,10 @@ printf 'rank 0 -> localhost (home CM 0)\nrank 1 -> localhost (home CM 1)\n' >"$w
 hosts_map hosts_default_map "$w/map.local" -n 2 --cms 2
 printf 'rank 0 -> x\nrank 1 -> x\n' >"$w/map.direct"
 hosts_map hosts_direct_map "$w/map.direct" -n 2 --transport direct --host x:2
+# Replicas of a rank go to different hosts when there are several.
+printf 'rank 0 replica 0 -> a\nrank 0 replica 1 -> b\nrank 1 replica 0 -> b\nrank 1 replica 1 -> a\n' \
+	>"$w/map.repl"
+hosts_map hosts_repl_map "$w/map.repl" -n 2 --replicate 2 --host a,b
 
 printf 'a slots=2\nb slot=3\n' >"$w/hosts.attr"
 hosts_bad hosts_bad_attr "hosts.attr:2: unknown attribute 'slot' \(known: slots\)" \
