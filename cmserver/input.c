@@ -106,6 +106,10 @@ static bool acceptable(struct cm_session *s, const struct cm_header *h)
 	}
 	switch (h->type) {
 	case CM_T_HELLO:
+		/* A TAKEOVER the rank sent while its HELLO_ACK was on the way: the
+		 * connection already has the slot (cm_core_hello ignores it). */
+		if ((h->flags & CM_F_TAKEOVER) && h->src == s->rank)
+			return true;
 		cm_session_fail(s, CM_E_STATE, "second HELLO on this connection");
 		return false;
 	case CM_T_MSG:

@@ -158,6 +158,11 @@ void cm_core_hello(struct cm_session *s, const struct cm_frame *f)
 	const struct cm_hello *hello = &f->hello;
 	int32_t rank = f->h.src;
 
+	if (sess_state(s) == CM_S_READY) { /* acceptable() let a late TAKEOVER through */
+		if (hello->incarnation != s->incarnation)
+			cm_session_fail(s, CM_E_STATE, "second HELLO on this connection");
+		return;
+	}
 	if (!cm_secret_equal(hello->secret, core->cfg.secret)) {
 		cm_session_fail(s, CM_E_AUTH, "wrong job secret");
 		return;

@@ -144,6 +144,27 @@ START_TEST(test_incarnations)
 }
 END_TEST
 
+/* A TAKEOVER HELLO that crossed the HELLO_ACK on the wire is ignored; any
+ * other second HELLO is refused. */
+START_TEST(test_late_takeover_ignored)
+{
+	struct cm_session *old = join(0, 2);
+	struct cm_session *s = hello_flags(0, 0, 2, 1);
+	expect_nothing(s);
+	cm_session_closed(old);
+	expect_hello_ack(s, 0, NULL);
+	struct bytes b = {0};
+	hello_add_flags(&b, CM_F_TAKEOVER, 0, 2, 1, H_SECRET);
+	feed_bytes(s, &b, SIZE_MAX);
+	expect_nothing(s);
+	ck_assert(!cm_session_closing(s));
+	hello_add_flags(&b, 0, 0, 2, 1, H_SECRET);
+	feed_bytes(s, &b, SIZE_MAX);
+	bytes_free(&b);
+	expect_error(s, CM_E_STATE);
+}
+END_TEST
+
 START_TEST(test_rank_reconnects_after_close)
 {
 	struct cm_session *s = join(0, 1);
@@ -300,6 +321,7 @@ int main(void)
 	tcase_add_test(t, test_second_hello);
 	tcase_add_test(t, test_incarnations);
 	tcase_add_test(t, test_rank_reconnects_after_close);
+	tcase_add_test(t, test_late_takeover_ignored);
 	tcase_add_test(t, test_malformed_headers);
 	tcase_add_test(t, test_frames_after_bye);
 	tcase_add_test(t, test_bye_after_traffic);
