@@ -336,7 +336,7 @@ static void fake_del(void *ctx, int32_t dst, uint64_t seq)
 	}
 }
 
-static const struct cm_spill_ops fake_spill = {fake_put, fake_get, fake_del};
+static const struct cm_spill_ops fake_spill = {.put = fake_put, .get = fake_get, .del = fake_del};
 
 /* Past --log-mem a delivered payload goes to the spill store; a replay
  * fetches it back (same bytes, same order), and a committed checkpoint's
