@@ -43,6 +43,26 @@ run_suite() { # $1 = label, $2 = build dir, $3 = configure flags, [$4 = tests to
 }
 
 run_suite plain "${BUILD_DIR:-$top/build}" "--enable-werror"
+
+# Real NetPIPE (Debian's source package, fetched at test time) built with
+# cmcc and run over every cmserver mode, with kills. Without the source
+# (no mirror) it says SKIP and counts nothing.
+if [ "${CHANMEM_SKIP_NETPIPE:-0}" != 1 ]; then
+	nb=${BUILD_DIR:-$top/build}
+	echo "test: netpipe (real NetPIPE, Debian source)"
+	if make -C "$nb" -s check-netpipe >"$nb/netpipe.out" 2>&1; then
+		if grep -q '^SKIP:' "$nb/netpipe.out"; then
+			grep '^SKIP:' "$nb/netpipe.out" | sed 's/^/  [netpipe] /'
+		else
+			echo "  [netpipe] PASS: check-netpipe"
+			total_pass=$((total_pass + 1))
+		fi
+	else
+		tail -60 "$nb/netpipe.out"
+		echo "  [netpipe] FAIL: check-netpipe"
+		total_fail=$((total_fail + 1))
+	fi
+fi
 if [ "${CHANMEM_SKIP_ASAN:-0}" != 1 ]; then
 	run_suite asan "$top/build-asan" "--enable-werror --enable-sanitizers=address"
 fi
