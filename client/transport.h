@@ -141,8 +141,8 @@ struct cm_transport {
 enum cm_event_kind {
 	CM_EV_WTIME = 1, /* an MPI_Wtime value: 8-byte LE IEEE double */
 	/* 2: a cancel decision of the replication transport (REPL_EV_CANCEL) */
-	CM_EV_TEST = 3, /* a completion call's outcome (MPI_Test & co): 8-byte LE record,
-	                   client/mpi_nondet.c */
+	CM_EV_TEST = 3,  /* a completion call's outcome (MPI_Test & co): 8-byte LE record,
+	                    client/mpi_nondet.c */
 	CM_EV_PROBE = 4, /* a probe answer decided by a replication master: LE int32 source
 	                    (-1: none), int32 tag (the cm transport's CM records probes) */
 };

@@ -164,6 +164,12 @@ static int on_frame(struct cm_conn *c, const struct cm_header *h, const struct c
 		repl_record_vote(s, c->peer, h);
 		return 0;
 	}
+	if (h->type == CM_T_EVENT && h->tag == REPL_CHOICE) {
+		if (h->len != 4)
+			return cm_conn_fail(c, "receive choice of %u bytes", h->len);
+		repl_record_choice(s, h->clock, (int)(int32_t)cm_get_u32(s->event_in));
+		return 0;
+	}
 	if (h->type == CM_T_EVENT) {
 		/* From our master; a new master re-sends its whole log. */
 		if (h->clock == s->nevents &&
@@ -278,7 +284,8 @@ static int repl_isend(struct cm_transport *t, struct cm_req *req)
 	req->error = 0;
 	if (req->peer < 0 || req->peer >= s->size || req->tag < 0 ||
 	    req->slen > CM_DEFAULT_MAX_PAYLOAD || (req->slen && !req->sbuf)) {
-		cm_err("rank %d: send to rank %d tag %d length %zu: bad destination, tag or length",
+		cm_err("rank %d: send to rank %d tag %d length %zu: bad destination, tag "
+		       "or length",
 		       s->rank, req->peer, req->tag, req->slen);
 		return -1;
 	}
@@ -351,7 +358,11 @@ static int repl_probe(struct cm_transport *t, int src, int tag, uint32_t ctx, in
                       struct cm_probe_result *out)
 {
 	struct repl *s = t->state;
-	if (cm_match_probe(t, &s->match, s->rank, s->size, src, tag, ctx, blocking, out) < 0)
+	/* A non-master's own look does not block: what it needs may be held
+	 * behind a receive waiting for its master's choice. */
+	int master = repl_is_master(s);
+	if (cm_match_probe(t, &s->match, s->rank, s->size, src, tag, ctx, blocking && master, out) <
+	    0)
 		return -1;
 	uint8_t answer[8];
 	int replayed;
@@ -359,8 +370,11 @@ static int repl_probe(struct cm_transport *t, int src, int tag, uint32_t ctx, in
 	cm_put_u32(answer + 4, (uint32_t)(out->found ? out->tag : -1));
 	if (repl_event(t, CM_EV_PROBE, answer, sizeof answer, &replayed) < 0)
 		return -1;
-	if (!replayed)
-		return 0;
+	if (!replayed) /* we lead (maybe promoted since our look): our answer stands
+	                */
+		return blocking && !out->found
+		           ? cm_match_probe(t, &s->match, s->rank, s->size, src, tag, ctx, 1, out)
+		           : 0;
 	int32_t msrc = (int32_t)cm_get_u32(answer), mtag = (int32_t)cm_get_u32(answer + 4);
 	if (msrc < 0 && !blocking) {
 		memset(out, 0, sizeof *out);
@@ -369,14 +383,16 @@ static int repl_probe(struct cm_transport *t, int src, int tag, uint32_t ctx, in
 	}
 	if (msrc < 0 || msrc >= s->size || mtag < 0 || (src != CM_ANY_SOURCE && msrc != src) ||
 	    (tag != CM_ANY_TAG && mtag != tag)) {
-		cm_err("rank %d replica %d: the master's probe answer (source %d, tag %d) does not "
+		cm_err("rank %d replica %d: the master's probe answer (source %d, tag %d) "
+		       "does not "
 		       "fit this probe (source %d, tag %d): the replicas diverged",
 		       s->rank, s->replica, (int)msrc, (int)mtag, src, tag);
 		return -1;
 	}
-	if (out->found && out->source == msrc && out->tag == mtag)
-		return 0;
-	return cm_match_probe(t, &s->match, s->rank, s->size, msrc, mtag, ctx, 1, out);
+	while (!repl_find_arrived(s, msrc, mtag, ctx, out))
+		if (t->progress(t, -1) < 0)
+			return -1;
+	return 0;
 }
 
 /* A nondeterministic value (MPI_Wtime): the master's own, sent to its
@@ -436,6 +452,7 @@ static void repl_free(struct repl *s)
 	free(s->committed);
 	free(s->nextseq);
 	free(s->events);
+	free(s->choices);
 	free(s->vote_seq);
 	free(s->vote_val);
 	free(s->vote_have);

@@ -56,7 +56,8 @@ struct repl {
 	struct cm_connset net;
 	struct cm_conn **out; /* [size * nrep] connection we opened to each process */
 	char *dead;           /* [size * nrep] gone (died, or finished and closed) */
-	char *finished;       /* [size * nrep] said BYE: it finalized, it needs nothing more */
+	char *finished;       /* [size * nrep] said BYE: it finalized, it needs nothing more
+	                       */
 	int changed;          /* some process died since the last master check */
 	int was_master;       /* we have been master (and re-sent our backups) */
 	int fatal;
@@ -84,6 +85,14 @@ struct repl {
 	uint8_t *vote_val;
 	char *vote_have;
 	uint64_t reqid;
+	/* MPI_ANY_SOURCE receives: the master's choice of source for each
+	 * (request id -> source), sent to its replicas; kept for a promoted
+	 * replica to re-send. A non-master's wildcard receive waits for its
+	 * choice, and so do the receives and messages it could compete with
+	 * (transport_repl_match.c). */
+	struct repl_choice *choices; /* [nchoices]: made or received */
+	size_t nchoices, choices_cap;
+	size_t unused_from; /* choices before this index have been applied */
 
 	/* Nondeterministic outcomes (MPI_Wtime): the master decides each
 	 * and sends it to its replicas, which use its value, in order. */
@@ -91,6 +100,12 @@ struct repl {
 	size_t nevents, events_cap;
 	size_t events_used; /* consumed by this replica's program */
 	uint8_t event_in[CM_EVENT_PAYLOAD_MAX];
+};
+
+struct repl_choice {
+	uint64_t reqid;
+	int src;
+	int applied; /* this replica's receive took it (or it was re-sent twice) */
 };
 
 struct repl_event {
@@ -131,5 +146,17 @@ int repl_cancel(struct cm_transport *t, struct cm_req *req, int *cancelled);
 /* An EVENT with tag REPL_VOTE_CANCEL from process `from`, value in
  * s->event_in. */
 void repl_record_vote(struct repl *s, int from, const struct cm_header *h);
+/* The EVENT tag of a master's choice for an MPI_ANY_SOURCE receive
+ * (clock = request id, value = LE int32 source; never logged). */
+#define REPL_CHOICE 0x10003
+/* A choice from our master (EVENT with tag REPL_CHOICE). */
+void repl_record_choice(struct repl *s, uint64_t reqid, int src);
+/* Master: choice i to every live replica of ours, ascending. */
+void repl_send_choice(struct repl *s, size_t i);
+/* We have just become master: our undecided receives are ours to match. */
+void repl_decide_own(struct repl *s);
+/* Has a message from src with that tag arrived (matchable now, or held)? */
+int repl_find_arrived(const struct repl *s, int src, int tag, uint32_t ctx,
+                      struct cm_probe_result *out);
 
 #endif

@@ -20,30 +20,92 @@ static void free_msg(struct rmsg *u)
 	free(u);
 }
 
+/* A non-master's receive whose matching must wait (t_off): an
+ * MPI_ANY_SOURCE receive whose source the master has not chosen yet, or a
+ * receive posted after one such that could take the same messages. */
+#define DEFERRED 1
+
+static int accepts(const struct cm_req *r, int src, int tag, uint32_t ctx)
+{
+	return r->ctx == ctx && (r->peer == CM_ANY_SOURCE || r->peer == src) &&
+	       (r->tag == CM_ANY_TAG || r->tag == tag);
+}
+
+/* Can a and b take a common message? */
+static int overlap(const struct cm_req *a, const struct cm_req *b)
+{
+	return a->ctx == b->ctx &&
+	       (a->peer == CM_ANY_SOURCE || b->peer == CM_ANY_SOURCE || a->peer == b->peer) &&
+	       (a->tag == CM_ANY_TAG || b->tag == CM_ANY_TAG || a->tag == b->tag);
+}
+
+static void hold(struct repl *s, struct rmsg *u)
+{
+	u->m.next = NULL;
+	if (s->held_tail)
+		s->held_tail->m.next = &u->m;
+	else
+		s->held = u;
+	s->held_tail = u;
+}
+
+static int add_choice(struct repl *s, uint64_t reqid, int src, int applied)
+{
+	if (s->nchoices == s->choices_cap) {
+		size_t cap = s->choices_cap ? s->choices_cap * 2 : 64;
+		struct repl_choice *v = realloc(s->choices, cap * sizeof *v);
+		if (v == NULL) {
+			cm_err("rank %d: out of memory for receive choices", s->rank);
+			s->fatal = 1;
+			return -1;
+		}
+		s->choices = v;
+		s->choices_cap = cap;
+	}
+	s->choices[s->nchoices++] =
+	    (struct repl_choice){.reqid = reqid, .src = src, .applied = applied};
+	return 0;
+}
+
 static void deliver(struct repl *s, struct rmsg *u, struct cm_req *r)
 {
+	/* The master chooses for an MPI_ANY_SOURCE receive; a non-master's has
+	 * taken the chosen source (repl_post_recv, repl_record_choice). */
+	if (r->peer == CM_ANY_SOURCE && s->nrep > 1 && add_choice(s, r->id, u->m.src, 1) == 0)
+		repl_send_choice(s, s->nchoices - 1);
 	cm_match_deliver_copy(r, u->m.src, u->m.tag, u->data, u->m.len);
 	if (u->sync && u->from >= 0)
 		repl_sync_ack(s, u);
 	free_msg(u);
 }
 
+/* A message goes to the earliest posted receive that accepts it, unless
+ * that one is deferred (what it takes is not known yet) or an earlier
+ * message from the same source is held (messages from one source are
+ * matched in order): then it is held, in arrival order. */
 static void match(struct repl *s, struct rmsg *u)
 {
 	if (s->hold_matching) {
-		u->m.next = NULL;
-		if (s->held_tail)
-			s->held_tail->m.next = &u->m;
-		else
-			s->held = u;
-		s->held_tail = u;
+		hold(s, u);
 		return;
 	}
-	struct cm_req *r = cm_match_take_posted(&s->match, u->m.src, u->m.tag, u->m.ctx);
-	if (r)
+	for (struct rmsg *h = s->held; h; h = (struct rmsg *)h->m.next)
+		if (h->m.src == u->m.src) {
+			hold(s, u);
+			return;
+		}
+	for (struct cm_req *r = s->match.posted_head; r; r = r->t_next) {
+		if (!accepts(r, u->m.src, u->m.tag, u->m.ctx))
+			continue;
+		if (r->t_off == DEFERRED) {
+			hold(s, u);
+			return;
+		}
+		cm_match_unpost(&s->match, r);
 		deliver(s, u, r);
-	else
-		cm_match_add_unexpected(&s->match, &u->m);
+		return;
+	}
+	cm_match_add_unexpected(&s->match, &u->m);
 }
 
 void repl_accept(struct repl *s, struct rmsg *u)
@@ -108,8 +170,123 @@ int repl_self_send(struct repl *s, struct cm_req *req)
 	return 0;
 }
 
+/* The choice our master made for receive reqid, if it has come: its
+ * source (the choice is used up), or -1. */
+static int take_choice(struct repl *s, uint64_t reqid)
+{
+	for (size_t i = s->unused_from; i < s->nchoices; i++) {
+		struct repl_choice *c = &s->choices[i];
+		if (c->applied || c->reqid != reqid)
+			continue;
+		c->applied = 1;
+		while (s->unused_from < s->nchoices && s->choices[s->unused_from].applied)
+			s->unused_from++;
+		return c->src;
+	}
+	return -1;
+}
+
+/* Must r wait? It is an undecided MPI_ANY_SOURCE receive, or an earlier
+ * deferred receive could take a message it could. */
+static int must_defer(const struct repl *s, const struct cm_req *r, const struct cm_req *upto)
+{
+	if (r->peer == CM_ANY_SOURCE && s->nrep > 1 && !repl_is_master(s))
+		return 1;
+	for (const struct cm_req *d = s->match.posted_head; d && d != upto; d = d->t_next)
+		if (d->t_off == DEFERRED && overlap(d, r))
+			return 1;
+	return 0;
+}
+
+/* A choice came (or we became master): deferred receives that need not wait
+ * any more take from the unexpected messages, in posting order, then the
+ * held messages are matched again in arrival order. For one source, MPI's
+ * matching does not depend on how posts and arrivals interleave: this
+ * gives what the master got. */
+static void resume(struct repl *s)
+{
+	for (struct cm_req *r = s->match.posted_head, *next; r; r = next) {
+		next = r->t_next;
+		if (r->t_off != DEFERRED)
+			continue;
+		r->t_off = 0;
+		if (must_defer(s, r, r)) {
+			r->t_off = DEFERRED;
+			continue;
+		}
+		struct cm_msg *m = cm_match_take_unexpected(&s->match, r);
+		if (m) {
+			cm_match_unpost(&s->match, r);
+			deliver(s, (struct rmsg *)m, r);
+		}
+	}
+	if (s->hold_matching)
+		return;
+	struct rmsg *u = s->held;
+	s->held = s->held_tail = NULL;
+	while (u) {
+		struct rmsg *next = (struct rmsg *)u->m.next;
+		match(s, u);
+		u = next;
+	}
+}
+
+void repl_record_choice(struct repl *s, uint64_t reqid, int src)
+{
+	if (src < 0 || src >= s->size) {
+		cm_err("rank %d replica %d: the master chose source %d for receive %llu", s->rank,
+		       s->replica, src, (unsigned long long)reqid);
+		s->fatal = 1;
+		return;
+	}
+	for (struct cm_req *r = s->match.posted_head; r; r = r->t_next)
+		if (r->id == reqid && r->peer == CM_ANY_SOURCE && r->t_off == DEFERRED) {
+			r->peer = src;
+			add_choice(s, reqid, src, 1);
+			resume(s);
+			return;
+		}
+	if (reqid < s->reqid)
+		return; /* ours was decided already (a new master re-sends them all) */
+	for (size_t i = s->unused_from; i < s->nchoices; i++)
+		if (s->choices[i].reqid == reqid)
+			return;
+	add_choice(s, reqid, src, 0);
+}
+
+int repl_find_arrived(const struct repl *s, int src, int tag, uint32_t ctx,
+                      struct cm_probe_result *out)
+{
+	if (cm_match_find(&s->match, src, tag, ctx, out))
+		return 1;
+	for (const struct rmsg *h = s->held; h; h = (const struct rmsg *)h->m.next)
+		if (h->m.src == src && h->m.tag == tag && h->m.ctx == ctx) {
+			*out = (struct cm_probe_result){
+			    .found = 1, .source = src, .tag = tag, .bytes = h->m.len};
+			return 1;
+		}
+	return 0;
+}
+
+void repl_decide_own(struct repl *s)
+{
+	resume(s);
+}
+
 int repl_post_recv(struct repl *s, struct cm_req *req)
 {
+	req->t_off = 0;
+	/* A choice the (old) master made for it stands, master or not. */
+	if (req->peer == CM_ANY_SOURCE && s->nrep > 1) {
+		int src = take_choice(s, req->id);
+		if (src >= 0)
+			req->peer = src;
+	}
+	if (must_defer(s, req, NULL)) {
+		req->t_off = DEFERRED;
+		cm_match_post(&s->match, req);
+		return 0;
+	}
 	struct cm_msg *m = cm_match_take_unexpected(&s->match, req);
 	if (m)
 		deliver(s, (struct rmsg *)m, req);
@@ -125,13 +302,8 @@ int repl_post_recv(struct repl *s, struct cm_req *req)
 void repl_hold_matching(struct repl *s, int on)
 {
 	s->hold_matching = on;
-	while (!on && s->held) {
-		struct rmsg *u = s->held;
-		s->held = (struct rmsg *)u->m.next;
-		if (s->held == NULL)
-			s->held_tail = NULL;
-		match(s, u);
-	}
+	if (!on)
+		resume(s);
 }
 
 /* ---- MPI_Cancel ---- */
@@ -237,7 +409,7 @@ int repl_cancel(struct cm_transport *t, struct cm_req *req, int *cancelled)
 	}
 	if (rc == 0 && decision) {
 		if (cm_match_unpost(&s->match, req)) {
-			*cancelled = 1;
+			*cancelled = 1; /* deferred receives behind it may go on (resume) */
 		} else {
 			cm_err(
 			    "rank %d replica %d: receive request %llu cancelled by every replica "

@@ -154,11 +154,30 @@ void repl_send_event(struct repl *s, size_t i)
 	}
 }
 
-/* We have just become master: re-send our backups, oldest first. */
+void repl_send_choice(struct repl *s, size_t i)
+{
+	uint8_t src[4];
+	cm_put_u32(src, (uint32_t)s->choices[i].src);
+	for (int k = 0; k < s->nrep; k++) {
+		int p = s->rank * s->nrep + k;
+		if (k == s->replica || s->dead[p] || s->finished[p])
+			continue;
+		struct cm_conn *c = repl_link_to(s, p);
+		if (c)
+			cm_conn_send_ctl(c, CM_T_EVENT, 0, s->rank, s->rank, REPL_CHOICE, 0,
+			                 s->choices[i].reqid, src, sizeof src);
+	}
+}
+
+/* We have just become master: re-send our events, our choices for
+ * MPI_ANY_SOURCE receives (the old master's included), our backups,
+ * oldest first; then our receives still waiting for a choice are ours. */
 static int promote(struct repl *s)
 {
 	for (size_t i = 0; i < s->nevents; i++)
 		repl_send_event(s, i);
+	for (size_t i = 0; i < s->nchoices; i++)
+		repl_send_choice(s, i);
 	struct rrec *r = s->backups;
 	s->backups = s->backups_tail = NULL;
 	int rc = 0;
@@ -170,6 +189,7 @@ static int promote(struct repl *s)
 			repl_record_free(r);
 		r = next;
 	}
+	repl_decide_own(s);
 	return rc;
 }
 

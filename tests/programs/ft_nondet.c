@@ -4,19 +4,17 @@
  * usage: ft_nondet ROUNDS
  *
  * Each round every other rank sleeps a random 0-2 ms and sends one message
- * to rank 0, which takes the round's messages with one of seven methods
- * (round % 7): MPI_Testany polled, MPI_Waitany, MPI_Testsome polled,
+ * to rank 0, which takes the round's messages with one of eight methods
+ * (round % 8): MPI_Testany polled, MPI_Waitany, MPI_Testsome polled,
  * MPI_Waitsome, MPI_Test round-robin, MPI_Testall polled, MPI_Iprobe
- * (MPI_ANY_SOURCE) polled. It notes what it saw: how many polls failed, the
- * order the senders came in, how many calls returned something. Then it
- * sends that observation to every other rank, followed by a number of
- * messages derived from it (so the flow of every rank depends on it), and
- * polls once (MPI_Test) a receive that only completes at the end. Rank 0
- * prints one line per round as it goes; at the end every rank prints every
- * round's observation as it knows it. A correct replay makes them equal
- * even when rank 0 was killed and re-executed: the others received the dead
- * incarnation's observations, rank 0's summary is the re-execution's, and
- * its round lines before the kill are the dead incarnation's.
+ * (MPI_ANY_SOURCE) polled, MPI_Recv (MPI_ANY_SOURCE). It notes what it saw: how many polls failed,
+ * the order the senders came in, how many calls returned something. Then it sends that observation
+ * to every other rank, followed by a number of messages derived from it (so the flow of every rank
+ * depends on it), and polls once (MPI_Test) a receive that only completes at the end. Rank 0 prints
+ * one line per round as it goes; at the end every rank prints every round's observation as it knows
+ * it. A correct replay makes them equal even when rank 0 was killed and re-executed: the others
+ * received the dead incarnation's observations, rank 0's summary is the re-execution's, and its
+ * round lines before the kill are the dead incarnation's.
  *
  *   FT_KILL_AT=I [FT_KILL_TIMES=K]  rank 0 raises SIGKILL after round I (and
  *                                   two more failed MPI_Test polls, sent
@@ -25,7 +23,11 @@
  *   FT_KILL_REPLICA=K               under cmrun --replicate: only replica K of
  *                                   rank 0 dies (default: every replica)
  *   FT_METHODS=N                    cycle through the first N methods only
- *                                   (6: no MPI_Iprobe rounds)
+ *                                   (6: no MPI_Iprobe, MPI_ANY_SOURCE rounds)
+ *   FT_SLOW_REPLICA=K               under cmrun --replicate: replica K of rank 0
+ *                                   sleeps 5 ms before each round, so it reads
+ *                                   the round's messages in another order than
+ *                                   its master
  *   FT_DIVERGE=1                    a re-executed rank 0 uses MPI_Test where
  *                                   the first run used MPI_Testany: it must
  *                                   be stopped with an error, not hang */
@@ -47,7 +49,7 @@
 /* A poll loop gives up after this many polls 100 us apart (10 s or more). */
 #define MAX_POLLS 100000
 
-enum method { TESTANY, WAITANY, TESTSOME, WAITSOME, TEST_RR, TESTALL, IPROBE, NMETHODS };
+enum method { TESTANY, WAITANY, TESTSOME, WAITSOME, TEST_RR, TESTALL, IPROBE, ANYSRC, NMETHODS };
 
 /* What rank 0 saw in one round. */
 struct obs {
@@ -103,7 +105,7 @@ static void collect(long round, int m, int diverge, struct obs *o)
 	int taken = 0;
 	memset(o, 0, sizeof *o);
 	o->method = m;
-	if (m != IPROBE)
+	if (m != IPROBE && m != ANYSRC)
 		for (int i = 0; i < nsend; i++)
 			MPI_Irecv(&val[i], 1, MPI_LONG, i + 1, (int)round, MPI_COMM_WORLD, &req[i]);
 	switch (m) {
@@ -192,6 +194,16 @@ static void collect(long round, int m, int diverge, struct obs *o)
 			take(o, &taken, st.MPI_SOURCE);
 		}
 		break;
+	case ANYSRC:
+		while (taken < nsend) {
+			MPI_Status st;
+			long v;
+			MPI_Recv(&v, 1, MPI_LONG, MPI_ANY_SOURCE, (int)round, MPI_COMM_WORLD, &st);
+			val[st.MPI_SOURCE - 1] = v;
+			o->calls++;
+			take(o, &taken, st.MPI_SOURCE);
+		}
+		break;
 	}
 	for (int i = 0; i < nsend; i++)
 		if (val[i] != round * 100 + i + 1)
@@ -235,6 +247,7 @@ int main(int argc, char **argv)
 	if (nmethods < 1 || nmethods > NMETHODS)
 		nmethods = NMETHODS;
 	long kill_replica = env_long("FT_KILL_REPLICA", -1);
+	int slow = env_long("FT_SLOW_REPLICA", -1) == env_long("CHANMEM_REPLICA", -2);
 	if (kill_replica >= 0 && env_long("CHANMEM_REPLICA", 0) != kill_replica)
 		kill_at = -1;
 	int diverge = env_long("FT_DIVERGE", 0) && incarnation > 0;
@@ -249,6 +262,8 @@ int main(int argc, char **argv)
 		MPI_Irecv(&end_msg, 1, MPI_INT, 1, TAG_END, MPI_COMM_WORLD, &end_req);
 		for (long r = 0; r < rounds; r++) {
 			struct obs *o = &seen[r];
+			if (slow)
+				pause_us(5000); /* the senders' messages wait in its sockets */
 			collect(r, (int)(r % nmethods), diverge && r % nmethods == TESTANY, o);
 			printf("round %ld:", r);
 			print_obs(o);
