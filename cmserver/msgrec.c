@@ -245,6 +245,20 @@ void cm_dest_gc(struct cm_core *core, struct cm_dest *d, uint64_t req_cut, uint6
 	if (req_cut > d->nrecs)
 		req_cut = d->nrecs;
 	if (req_cut > d->recs_base) {
+		/* Spilled entries are in no log list: the record held them. First,
+		 * while every record still points at a live entry. */
+		uint64_t spilled = 0;
+		for (uint64_t i = 0; i < req_cut - d->recs_base; i++) {
+			struct cm_rec *r = &d->recs[i];
+			if (r->kind != CM_REC_DELIVER || !r->e->spilled)
+				continue;
+			if (r->e->len > 0)
+				core->cfg.spill->del(core->cfg.spill_ctx, r->e->dst, r->e->seq);
+			spilled++;
+			cm_entry_free(r->e);
+			r->e = NULL;
+		}
+		CM_STAT_ADD(core, log_entries_collected, spilled);
 		/* Delivered to a request the image covers: no incarnation asks for
 		 * it again. Undelivered messages stay whatever their age. */
 		struct cm_entry **link = &d->log_head, *prev = NULL;
@@ -270,19 +284,6 @@ void cm_dest_gc(struct cm_core *core, struct cm_dest *d, uint64_t req_cut, uint6
 			CM_STAT_ADD(core, log_entries_collected, dropped);
 			CM_STAT_SET(core, log_bytes_delivered_kept, kept);
 		}
-		/* Spilled entries are in no log list: the record held them. */
-		uint64_t spilled = 0;
-		for (uint64_t i = 0; i < req_cut - d->recs_base; i++) {
-			struct cm_rec *r = &d->recs[i];
-			if (r->kind != CM_REC_DELIVER || !r->e->spilled)
-				continue;
-			if (r->e->len > 0)
-				core->cfg.spill->del(core->cfg.spill_ctx, r->e->dst, r->e->seq);
-			spilled++;
-			cm_entry_free(r->e);
-			r->e = NULL;
-		}
-		CM_STAT_ADD(core, log_entries_collected, spilled);
 		uint64_t drop = req_cut - d->recs_base, used = d->nrecs - d->recs_base;
 		memmove(d->recs, d->recs + drop, (size_t)(used - drop) * sizeof *d->recs);
 		memset(d->recs + (used - drop), 0, (size_t)drop * sizeof *d->recs);
