@@ -34,66 +34,7 @@
 #include "transport.h"
 #include "transport_common.h"
 
-#define CONNECT_TIMEOUT_MS 20000
-#define HELLO_TIMEOUT_MS 30000
-/* A re-executing rank's HELLO waits at the CM until the dead incarnation's
- * connection has ended (its last frames processed). A connection that does
- * not end by then belongs to a process cut off rather than dead: take over. */
-#define TAKEOVER_AFTER_MS 3000
-#define BYE_TIMEOUT_MS 10000
-
-enum { SINK_DELIVER = 1, SINK_PROBE = 2 };
-
-/* An event of the dead incarnations, as the home CM replayed it. */
-struct cm_replayed_event {
-	uint32_t kind;
-	uint8_t len;
-	uint8_t value[CM_EVENT_PAYLOAD_MAX];
-};
-
-struct cmt {
-	int rank;
-	int size;
-	int ncms;
-	int myhome;
-	int *home; /* [size] home CM of every rank */
-	struct cm_limits lim;
-	struct cm_conn **cms; /* [ncms] */
-	char *bye_acked;      /* [ncms] */
-	struct pollfd *pfds;  /* [ncms] */
-
-	struct cm_reqmap recvs; /* posted receives by request id */
-	struct cm_reqmap syncs; /* synchronous sends by clock */
-	uint64_t clock;         /* one counter over all our messages */
-	uint64_t reqid;         /* receive requests and probes */
-
-	int probe_waiting;
-	uint64_t probe_id;
-	/* MPI_Cancel of a receive: CANCEL sent, CANCEL_ACK awaited. */
-	int cancel_waiting;
-	uint64_t cancel_id;
-	int cancel_result; /* the CM withdrew the request */
-	struct cm_probe_result probe_result;
-	uint8_t probe_buf[CM_PROBE_REPLY_PAYLOAD];
-
-	int saying_bye;
-	int dead;
-
-	/* Events: ev_next is the index of the next event; events below
-	 * ev_acked are known to be logged at home. A new incarnation replays
-	 * replay[0..nreplay) first. */
-	uint64_t ev_next, ev_acked;
-	unsigned ev_unwritten; /* queued on the home connection, not flushed */
-	int ev_fetching;       /* EVENT_ACK|REPLAY sent, its answer not yet in */
-	struct cm_replayed_event *replay;
-	uint64_t nreplay, replay_cap;
-	uint64_t replay_base;  /* index of replay[0]: events a checkpoint image consumed */
-	unsigned sync_pending; /* snapshot: EVENT_ACKs awaited from every CM */
-	uint8_t ev_buf[CM_EVENT_PAYLOAD_MAX];
-};
-
-/* Queued events are written at least every this many events. */
-#define EV_FLUSH_BATCH 64
+#include "transport_cm.h"
 
 static int accepts(const struct cm_req *r, int src, int tag, uint32_t ctx)
 {
@@ -170,41 +111,6 @@ static int on_header(struct cm_conn *c, const struct cm_header *h, struct cm_sin
 	}
 }
 
-static int add_replayed(struct cm_conn *c, struct cmt *s, const struct cm_header *h)
-{
-	if (s->nreplay == s->replay_cap) {
-		uint64_t cap = s->replay_cap ? s->replay_cap * 2 : 64;
-		struct cm_replayed_event *r = realloc(s->replay, cap * sizeof *r);
-		if (r == NULL)
-			return cm_conn_fail(c, "out of memory replaying events");
-		s->replay = r;
-		s->replay_cap = cap;
-	}
-	struct cm_replayed_event *ev = &s->replay[s->nreplay++];
-	ev->kind = (uint32_t)h->tag;
-	ev->len = (uint8_t)h->len;
-	memcpy(ev->value, s->ev_buf, h->len);
-	return 0;
-}
-
-static int on_event_ack(struct cm_conn *c, struct cmt *s, const struct cm_header *h)
-{
-	if (s->sync_pending > 0)
-		s->sync_pending--;
-	if (c->peer != s->myhome)
-		return 0; /* a snapshot's round trip: another CM's count is not ours */
-	if (s->ev_fetching) {
-		if (h->clock != s->replay_base + s->nreplay)
-			return cm_conn_fail(c, "event log of %llu events, %llu replayed",
-			                    (unsigned long long)h->clock,
-			                    (unsigned long long)(s->replay_base + s->nreplay));
-		s->ev_fetching = 0;
-	}
-	if (h->clock > s->ev_acked)
-		s->ev_acked = h->clock;
-	return 0;
-}
-
 static int on_frame(struct cm_conn *c, const struct cm_header *h, const struct cm_sink *sink)
 {
 	struct cmt *s = c->owner;
@@ -232,9 +138,9 @@ static int on_frame(struct cm_conn *c, const struct cm_header *h, const struct c
 		return 0;
 	}
 	case CM_T_EVENT:
-		return add_replayed(c, s, h);
+		return cmt_add_replayed(c, s, h);
 	case CM_T_EVENT_ACK:
-		return on_event_ack(c, s, h);
+		return cmt_on_event_ack(c, s, h);
 	case CM_T_CANCEL_ACK:
 		s->cancel_result = (h->flags & CM_F_CANCELLED) != 0;
 		if (s->cancel_result && cm_reqmap_take(&s->recvs, h->clock) == NULL)
@@ -262,7 +168,7 @@ static const struct cm_conn_ops cm_ops = {
 
 /* A CM connection that ended is fatal, unless it ended after our BYE was
  * acknowledged. */
-static void check_lost(struct cmt *s)
+void cmt_check_lost(struct cmt *s)
 {
 	for (int i = 0; i < s->ncms; i++) {
 		struct cm_conn *c = s->cms[i];
@@ -274,7 +180,7 @@ static void check_lost(struct cmt *s)
 	}
 }
 
-static int cmt_progress(struct cm_transport *t, int timeout_ms)
+int cmt_progress(struct cm_transport *t, int timeout_ms)
 {
 	struct cmt *s = t->state;
 	if (s->dead)
@@ -283,7 +189,7 @@ static int cmt_progress(struct cm_transport *t, int timeout_ms)
 	    !cm_conn_pending_output(s->cms[0])) {
 		/* One CM and nothing to write: sleep in the read itself. */
 		cm_conn_read_wait(s->cms[0]);
-		check_lost(s);
+		cmt_check_lost(s);
 		return s->dead ? -1 : 0;
 	}
 	int n = 0;
@@ -319,75 +225,8 @@ static int cmt_progress(struct cm_transport *t, int timeout_ms)
 		if ((ev & (POLLIN | POLLERR | POLLHUP)) && cm_conn_alive(c))
 			cm_conn_read(c);
 	}
-	check_lost(s);
+	cmt_check_lost(s);
 	return s->dead ? -1 : 0;
-}
-
-/* The pessimistic condition before a frame to another CM than home: every
- * event so far is logged at home. One round trip, only when some event is
- * not yet acknowledged. */
-static int events_settle(struct cm_transport *t)
-{
-	struct cmt *s = t->state;
-	if (s->ev_acked >= s->ev_next)
-		return 0;
-	struct cm_conn *home = s->cms[s->myhome];
-	s->ev_unwritten = 0;
-	if (cm_conn_send_ctl(home, CM_T_EVENT_ACK, 0, s->rank, s->rank, 0, 0, s->ev_next, NULL, 0) <
-	    0) {
-		check_lost(s);
-		return -1;
-	}
-	while (s->ev_acked < s->ev_next)
-		if (cmt_progress(t, -1) < 0)
-			return -1;
-	return 0;
-}
-
-static int cmt_event(struct cm_transport *t, uint32_t kind, void *value, size_t len, int *replayed)
-{
-	struct cmt *s = t->state;
-	*replayed = 0;
-	if (s == NULL)
-		return 0; /* not initialised, or finalized: nothing to log */
-	if (len < 1 || len > CM_EVENT_PAYLOAD_MAX || kind > INT32_MAX) {
-		cm_err("rank %d: event kind %u of %zu bytes cannot be logged", s->rank,
-		       (unsigned)kind, len);
-		return -1;
-	}
-	if (s->dead)
-		return -1;
-	uint64_t idx = s->ev_next;
-	if (idx >= s->replay_base && idx - s->replay_base < s->nreplay) {
-		const struct cm_replayed_event *ev = &s->replay[idx - s->replay_base];
-		if (ev->kind != kind || ev->len != len) {
-			cm_err("rank %d: re-execution diverged: event %llu was of kind %u (%u "
-			       "bytes), now of kind %u (%zu bytes)",
-			       s->rank, (unsigned long long)idx, (unsigned)ev->kind,
-			       (unsigned)ev->len, (unsigned)kind, len);
-			return -1;
-		}
-		memcpy(value, ev->value, len);
-		s->ev_next++;
-		*replayed = 1;
-		return 0;
-	}
-	struct cm_conn *home = s->cms[s->myhome];
-	if (cm_conn_queue_ctl(home, CM_T_EVENT, 0, s->rank, s->rank, (int)kind, 0, idx, value,
-	                      len) < 0) {
-		check_lost(s);
-		return -1;
-	}
-	s->ev_next++;
-	if (++s->ev_unwritten >= EV_FLUSH_BATCH) {
-		/* Bounded memory for a program that asks the time in a loop. */
-		s->ev_unwritten = 0;
-		if (!home->wblocked && cm_conn_flush(home) < 0) {
-			check_lost(s);
-			return -1;
-		}
-	}
-	return 0;
 }
 
 static int cmt_isend(struct cm_transport *t, struct cm_req *req)
@@ -395,14 +234,14 @@ static int cmt_isend(struct cm_transport *t, struct cm_req *req)
 	struct cmt *s = t->state;
 	if (cm_check_send(req, s->rank, s->size) < 0 || s->dead)
 		return -1;
-	if (s->home[req->peer] != s->myhome && events_settle(t) < 0)
+	if (s->home[req->peer] != s->myhome && cmt_events_settle(t) < 0)
 		return -1;
 	req->id = s->clock++;
 	struct cm_header h;
 	if (cm_start_send(req, s->rank, &s->syncs, &h) < 0)
 		return -1;
 	if (cm_conn_send(s->cms[s->home[req->peer]], &h, req->sbuf, req->slen, req, 1) < 0) {
-		check_lost(s);
+		cmt_check_lost(s);
 		return -1;
 	}
 	return 0;
@@ -422,7 +261,7 @@ static int cmt_irecv(struct cm_transport *t, struct cm_req *req)
 	}
 	if (cm_conn_send_ctl(s->cms[s->myhome], CM_T_RECV_REQ, 0, req->peer, s->rank, req->tag,
 	                     req->ctx, req->id, NULL, 0) < 0) {
-		check_lost(s);
+		cmt_check_lost(s);
 		return -1;
 	}
 	return 0;
@@ -438,7 +277,7 @@ static int cmt_probe(struct cm_transport *t, int src, int tag, uint32_t ctx, int
 	s->probe_waiting = 1;
 	if (cm_conn_send_ctl(s->cms[s->myhome], CM_T_PROBE, blocking ? CM_F_BLOCKING : 0, src,
 	                     s->rank, tag, ctx, s->probe_id, NULL, 0) < 0) {
-		check_lost(s);
+		cmt_check_lost(s);
 		return -1;
 	}
 	while (s->probe_waiting)
@@ -466,7 +305,7 @@ static int cmt_cancel(struct cm_transport *t, struct cm_req *req, int *cancelled
 	s->cancel_waiting = 1;
 	if (cm_conn_send_ctl(s->cms[s->myhome], CM_T_CANCEL, 0, s->rank, s->rank, 0, 0, req->id,
 	                     NULL, 0) < 0) {
-		check_lost(s);
+		cmt_check_lost(s);
 		return -1;
 	}
 	while (s->cancel_waiting)
@@ -522,30 +361,6 @@ static int all_ready(struct cmt *s)
 		if (s->cms[i]->state != CM_CONN_READY)
 			return 0;
 	return 1;
-}
-
-/* A re-executing rank takes its event log from home before running on:
- * every event the dead incarnations logged, then the count. */
-static int fetch_events(struct cm_transport *t, long long deadline)
-{
-	struct cmt *s = t->state;
-	s->ev_fetching = 1;
-	/* clock: the first event wanted (past what a checkpoint image consumed). */
-	if (cm_conn_send_ctl(s->cms[s->myhome], CM_T_EVENT_ACK, CM_F_REPLAY, s->rank, s->rank, 0, 0,
-	                     s->replay_base, NULL, 0) < 0)
-		return -1;
-	while (s->ev_fetching) {
-		long long left = deadline - cm_now_ms();
-		if (left <= 0) {
-			cm_err("rank %d: no event log from %s within %d s", s->rank,
-			       s->cms[s->myhome]->name, HELLO_TIMEOUT_MS / 1000);
-			return -1;
-		}
-		if (cmt_progress(t, (int)(left < 1000 ? left : 1000)) < 0)
-			return -1;
-	}
-	s->ev_acked = s->replay_base + s->nreplay;
-	return 0;
 }
 
 static int cmt_init(struct cm_transport *t, const struct cm_job *job)
@@ -615,7 +430,7 @@ static int cmt_init(struct cm_transport *t, const struct cm_job *job)
 		if (cmt_progress(t, (int)(left < 1000 ? left : 1000)) < 0)
 			goto fail;
 	}
-	if (job->incarnation > 0 && fetch_events(t, deadline) < 0)
+	if (job->incarnation > 0 && cmt_fetch_events(t, deadline) < 0)
 		goto fail;
 	return 0;
 fail:
@@ -667,52 +482,6 @@ static int cmt_finalize(struct cm_transport *t)
 	cmt_free(s);
 	t->state = NULL;
 	return rc;
-}
-
-/* A checkpoint's counters. Before the image may say "sent up to clock C",
- * every CM must have processed what we sent: one EVENT_ACK round trip on
- * every connection (a CM answers after the frames before it). Events are
- * then logged at home up to ev_next too. */
-static int cmt_snapshot(struct cm_transport *t, struct cm_resume *out)
-{
-	struct cmt *s = t->state;
-	if (s == NULL || s->dead)
-		return -1;
-	if (s->recvs.count || s->syncs.count || s->probe_waiting || s->cancel_waiting)
-		return 1;
-	s->ev_unwritten = 0;
-	for (int i = 0; i < s->ncms; i++) {
-		if (cm_conn_send_ctl(s->cms[i], CM_T_EVENT_ACK, 0, s->rank, s->rank, 0, 0, 0, NULL,
-		                     0) < 0) {
-			check_lost(s);
-			return -1;
-		}
-		s->sync_pending++;
-	}
-	while (s->sync_pending > 0)
-		if (cmt_progress(t, -1) < 0)
-			return -1;
-	if (s->ev_acked < s->ev_next) {
-		cm_err("rank %d: home logged %llu events of %llu", s->rank,
-		       (unsigned long long)s->ev_acked, (unsigned long long)s->ev_next);
-		return -1;
-	}
-	*out = (struct cm_resume){.clock = s->clock, .reqid = s->reqid, .events = s->ev_next};
-	return 0;
-}
-
-/* Garbage collection: what the committed image covers may go (TRIM). A
- * TRIM that does not arrive costs only memory: the CM keeps more. */
-static void cmt_ckpt_committed(struct cm_transport *t, const struct cm_resume *state)
-{
-	struct cmt *s = t->state;
-	if (s == NULL || s->dead)
-		return;
-	uint8_t events[CM_TRIM_PAYLOAD];
-	cm_put_u64(events, state->events);
-	if (cm_conn_send_ctl(s->cms[s->myhome], CM_T_TRIM, 0, s->rank, s->rank, 0, 0, state->reqid,
-	                     events, sizeof events) < 0)
-		check_lost(s);
 }
 
 void cm_transport_cm(struct cm_transport *t)

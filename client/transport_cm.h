@@ -1,0 +1,89 @@
+/* Internal to the channel-memory transport: transport_cm.c (connections,
+ * sends, receives, progress) and transport_cm_events.c (its fault-tolerance
+ * side: nondeterministic events, checkpoint snapshots). */
+#ifndef CHANMEM_TRANSPORT_CM_H
+#define CHANMEM_TRANSPORT_CM_H
+
+#include <poll.h>
+#include <stdint.h>
+
+#include "conn.h"
+#include "transport.h"
+
+#define CONNECT_TIMEOUT_MS 20000
+#define HELLO_TIMEOUT_MS 30000
+/* A re-executing rank's HELLO waits at the CM until the dead incarnation's
+ * connection has ended (its last frames processed). A connection that does
+ * not end by then belongs to a process cut off rather than dead: take over. */
+#define TAKEOVER_AFTER_MS 3000
+#define BYE_TIMEOUT_MS 10000
+
+enum { SINK_DELIVER = 1, SINK_PROBE = 2 };
+
+/* An event of the dead incarnations, as the home CM replayed it. */
+struct cm_replayed_event {
+	uint32_t kind;
+	uint8_t len;
+	uint8_t value[CM_EVENT_PAYLOAD_MAX];
+};
+
+struct cmt {
+	int rank;
+	int size;
+	int ncms;
+	int myhome;
+	int *home; /* [size] home CM of every rank */
+	struct cm_limits lim;
+	struct cm_conn **cms; /* [ncms] */
+	char *bye_acked;      /* [ncms] */
+	struct pollfd *pfds;  /* [ncms] */
+
+	struct cm_reqmap recvs; /* posted receives by request id */
+	struct cm_reqmap syncs; /* synchronous sends by clock */
+	uint64_t clock;         /* one counter over all our messages */
+	uint64_t reqid;         /* receive requests and probes */
+
+	int probe_waiting;
+	uint64_t probe_id;
+	/* MPI_Cancel of a receive: CANCEL sent, CANCEL_ACK awaited. */
+	int cancel_waiting;
+	uint64_t cancel_id;
+	int cancel_result; /* the CM withdrew the request */
+	struct cm_probe_result probe_result;
+	uint8_t probe_buf[CM_PROBE_REPLY_PAYLOAD];
+
+	int saying_bye;
+	int dead;
+
+	/* Events: ev_next is the index of the next event; events below
+	 * ev_acked are known to be logged at home. A new incarnation replays
+	 * replay[0..nreplay) first. */
+	uint64_t ev_next, ev_acked;
+	unsigned ev_unwritten; /* queued on the home connection, not flushed */
+	int ev_fetching;       /* EVENT_ACK|REPLAY sent, its answer not yet in */
+	struct cm_replayed_event *replay;
+	uint64_t nreplay, replay_cap;
+	uint64_t replay_base;  /* index of replay[0]: events a checkpoint image consumed */
+	unsigned sync_pending; /* snapshot: EVENT_ACKs awaited from every CM */
+	uint8_t ev_buf[CM_EVENT_PAYLOAD_MAX];
+};
+
+/* Queued events are written at least every this many events. */
+#define EV_FLUSH_BATCH 64
+
+/* transport_cm.c */
+int cmt_progress(struct cm_transport *t, int timeout_ms);
+/* Marks the transport dead once a connection is lost (after saying so). */
+void cmt_check_lost(struct cmt *s);
+
+/* transport_cm_events.c */
+int cmt_add_replayed(struct cm_conn *c, struct cmt *s, const struct cm_header *h);
+int cmt_on_event_ack(struct cm_conn *c, struct cmt *s, const struct cm_header *h);
+/* The pessimistic condition before a frame to another CM than home. */
+int cmt_events_settle(struct cm_transport *t);
+int cmt_event(struct cm_transport *t, uint32_t kind, void *value, size_t len, int *replayed);
+int cmt_fetch_events(struct cm_transport *t, long long deadline);
+int cmt_snapshot(struct cm_transport *t, struct cm_resume *out);
+void cmt_ckpt_committed(struct cm_transport *t, const struct cm_resume *state);
+
+#endif
