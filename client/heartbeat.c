@@ -91,6 +91,10 @@ void cm_heartbeat_start(int rank, unsigned incarnation, int replica)
 	snprintf(hb.beat, sizeof hb.beat, "heartbeat %d %u %d\n", rank, incarnation, replica);
 	snprintf(hb.farewell, sizeof hb.farewell, "finalized %d %u %d\n", rank, incarnation,
 	         replica);
+	/* The first beat from MPI_Init itself: cmrun watches a rank from its
+	 * first beat on, and a program that stops right after MPI_Init (before
+	 * the thread ever ran) must be watched too. */
+	send_line(hb.beat);
 	pthread_condattr_t attr;
 	pthread_condattr_init(&attr);
 	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
