@@ -44,13 +44,6 @@ static int send_frame(int fd, uint8_t type, uint64_t arg, const void *payload, u
 	return 0;
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void send_error(int fd, int code, const char *text)
 {
 	size_t n = strlen(text);
@@ -64,10 +57,10 @@ static void refuse_and_close(int fd, int code, const char *text)
 {
 	send_error(fd, code, text);
 	shutdown(fd, SHUT_WR);
-	long long deadline = now_ms() + LINGER_MS;
+	long long deadline = cm_now_ms() + LINGER_MS;
 	char sink[65536];
 	for (;;) {
-		long long left = deadline - now_ms();
+		long long left = deadline - cm_now_ms();
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
 			break;

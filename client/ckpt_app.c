@@ -27,6 +27,8 @@
 #include "jobenv.h"
 #include "log.h"
 #include "mpi_internal.h"
+#include "net.h"
+#include "protocol.h"
 #include "units.h"
 
 #include <errno.h>
@@ -127,41 +129,6 @@ static void write_filler(int fd, uint64_t n)
 	}
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void put_u32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put_u64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-	uint32_t v = 0;
-	for (int i = 3; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
 static const char *job_id(void)
 {
 	const char *id = getenv(CM_ENV_JOB_ID);
@@ -196,12 +163,12 @@ static struct ckpt_client *connect_server(const struct cm_job *job)
 static bool parse_image(int rank, const uint8_t *img, size_t len)
 {
 	if (len < IMAGE_FIXED || memcmp(img, IMAGE_MAGIC, 8) != 0 ||
-	    get_u32(img + 8) != IMAGE_VERSION) {
+	    cm_get_u32(img + 8) != IMAGE_VERSION) {
 		cm_err("rank %d: checkpoint image: not a chanmem image of version %u", rank,
 		       IMAGE_VERSION);
 		return false;
 	}
-	uint32_t n = get_u32(img + 12);
+	uint32_t n = cm_get_u32(img + 12);
 	if (n > MAX_REGIONS || len < IMAGE_FIXED + (size_t)n * 8) {
 		cm_err("rank %d: checkpoint image: %u regions in %zu bytes", rank, (unsigned)n,
 		       len);
@@ -209,25 +176,25 @@ static bool parse_image(int rank, const uint8_t *img, size_t len)
 	}
 	uint64_t total = IMAGE_FIXED + (uint64_t)n * 8;
 	for (uint32_t i = 0; i < n; i++)
-		total += get_u64(img + IMAGE_FIXED + 8 * i);
+		total += cm_get_u64(img + IMAGE_FIXED + 8 * i);
 	if (total != len) {
 		cm_err("rank %d: checkpoint image: regions add up to %llu bytes, image has %zu",
 		       rank, (unsigned long long)total, len);
 		return false;
 	}
 	ck.restored_regions = n;
-	ck.number = get_u64(img + 16);
-	ck.resume.clock = get_u64(img + 24);
-	ck.resume.reqid = get_u64(img + 32);
-	ck.resume.events = get_u64(img + 40);
-	ck.out_at_image = get_u64(img + 48);
-	ck.err_at_image = get_u64(img + 56);
+	ck.number = cm_get_u64(img + 16);
+	ck.resume.clock = cm_get_u64(img + 24);
+	ck.resume.reqid = cm_get_u64(img + 32);
+	ck.resume.events = cm_get_u64(img + 40);
+	ck.out_at_image = cm_get_u64(img + 48);
+	ck.err_at_image = cm_get_u64(img + 56);
 	return true;
 }
 
 int cm_ckpt_recover(struct cm_job *job)
 {
-	ck.last_ms = now_ms();
+	ck.last_ms = cm_now_ms();
 	if (server() == NULL)
 		return 0;
 	if (job->incarnation == 0) {
@@ -300,7 +267,7 @@ int chanmem_ckpt_restore(void)
 	const uint8_t *sizes = ck.restored + IMAGE_FIXED;
 	const uint8_t *data = sizes + 8 * (size_t)ck.nregions;
 	for (unsigned i = 0; i < ck.nregions; i++) {
-		uint64_t len = get_u64(sizes + 8 * i);
+		uint64_t len = cm_get_u64(sizes + 8 * i);
 		if (len != ck.regions[i].len) {
 			cm_err("checkpoint restore: region %u is %llu bytes in the image, %zu "
 			       "registered",
@@ -327,7 +294,7 @@ static bool due(void)
 	uint64_t ns = 0;
 	if (every && *every && cm_parse_duration(every, &ns) < 0)
 		return false; /* cmrun validated it; a hand-set bad value disables */
-	return now_ms() - ck.last_ms >= (long long)(ns / 1000000);
+	return cm_now_ms() - ck.last_ms >= (long long)(ns / 1000000);
 }
 
 static int upload(const struct cm_job *job, const struct cm_resume *state)
@@ -335,19 +302,19 @@ static int upload(const struct cm_job *job, const struct cm_resume *state)
 	size_t len = IMAGE_FIXED + 8 * (size_t)ck.nregions;
 	uint8_t head[IMAGE_FIXED + 8 * MAX_REGIONS];
 	memcpy(head, IMAGE_MAGIC, 8);
-	put_u32(head + 8, IMAGE_VERSION);
-	put_u32(head + 12, ck.nregions);
-	put_u64(head + 16, ck.number + 1);
-	put_u64(head + 24, state->clock);
-	put_u64(head + 32, state->reqid);
-	put_u64(head + 40, state->events);
+	cm_put_u32(head + 8, IMAGE_VERSION);
+	cm_put_u32(head + 12, ck.nregions);
+	cm_put_u64(head + 16, ck.number + 1);
+	cm_put_u64(head + 24, state->clock);
+	cm_put_u64(head + 32, state->reqid);
+	cm_put_u64(head + 40, state->events);
 	/* Everything printed before the image is out, and counted. */
 	fflush(stdout);
 	fflush(stderr);
-	put_u64(head + 48, ck.counting ? ck.out.bytes : 0);
-	put_u64(head + 56, ck.counting ? ck.err.bytes : 0);
+	cm_put_u64(head + 48, ck.counting ? ck.out.bytes : 0);
+	cm_put_u64(head + 56, ck.counting ? ck.err.bytes : 0);
 	for (unsigned i = 0; i < ck.nregions; i++)
-		put_u64(head + IMAGE_FIXED + 8 * i, ck.regions[i].len);
+		cm_put_u64(head + IMAGE_FIXED + 8 * i, ck.regions[i].len);
 
 	struct ckpt_client *c = connect_server(job);
 	if (c == NULL)
@@ -367,7 +334,7 @@ static int upload(const struct cm_job *job, const struct cm_resume *state)
 	}
 	ckpt_client_free(c);
 	ck.number++;
-	ck.last_ms = now_ms();
+	ck.last_ms = cm_now_ms();
 	return MPI_SUCCESS;
 }
 

@@ -43,13 +43,6 @@ struct cm_out {
 	uint8_t inline_data[]; /* control frames carry their payload here */
 };
 
-long long cm_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 struct cm_conn *cm_conn_new(int fd, enum cm_conn_state state, int self, const char *name,
                             const struct cm_conn_ops *ops, void *owner, const struct cm_limits *lim)
 {

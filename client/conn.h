@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "net.h" /* cm_now_ms */
 #include "protocol.h"
 #include "transport.h"
 
@@ -181,8 +182,5 @@ struct cm_reqmap {
 int cm_reqmap_put(struct cm_reqmap *m, struct cm_req *req);
 struct cm_req *cm_reqmap_take(struct cm_reqmap *m, uint64_t id);
 void cm_reqmap_free(struct cm_reqmap *m);
-
-/* Monotonic milliseconds, for the bounded waits of init and finalize. */
-long long cm_now_ms(void);
 
 #endif

@@ -98,7 +98,7 @@ fail:;
 	return -1;
 }
 
-static long long now_ms(void)
+long long cm_now_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -107,7 +107,7 @@ static long long now_ms(void)
 
 int cm_tcp_connect(const struct sockaddr_in *addr, int timeout_ms)
 {
-	long long deadline = now_ms() + timeout_ms;
+	long long deadline = cm_now_ms() + timeout_ms;
 	int delay_ms = 5;
 	for (;;) {
 		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -120,7 +120,7 @@ int cm_tcp_connect(const struct sockaddr_in *addr, int timeout_ms)
 		int saved = errno;
 		close(fd);
 		if ((saved != ECONNREFUSED && saved != EINTR && saved != EAGAIN) ||
-		    now_ms() + delay_ms > deadline) {
+		    cm_now_ms() + delay_ms > deadline) {
 			errno = saved;
 			return -1;
 		}

@@ -21,6 +21,8 @@ int cm_tcp_listen(const struct sockaddr_in *addr, struct sockaddr_in *bound);
 /* Blocking connect, retrying ECONNREFUSED for up to timeout_ms (a server
  * that is still starting). Sets TCP_NODELAY. */
 int cm_tcp_connect(const struct sockaddr_in *addr, int timeout_ms);
+/* Milliseconds on the monotonic clock: deadlines and timeouts. */
+long long cm_now_ms(void);
 
 /* TCP_NODELAY on: small frames must not wait for Nagle + delayed ACK. */
 int cm_set_nodelay(int fd);

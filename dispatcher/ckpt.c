@@ -33,13 +33,9 @@ static int read_address(int fd, char *addr, size_t len)
 {
 	char buf[64];
 	size_t got = 0;
-	struct timespec t0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	long long deadline = cm_now_ms() + CKPT_START_TIMEOUT_MS;
 	while (got < sizeof buf - 1) {
-		struct timespec now;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		long long left = CKPT_START_TIMEOUT_MS - ((now.tv_sec - t0.tv_sec) * 1000LL +
-		                                          (now.tv_nsec - t0.tv_nsec) / 1000000);
+		long long left = deadline - cm_now_ms();
 		if (left <= 0)
 			return -1;
 		struct pollfd p = {.fd = fd, .events = POLLIN};

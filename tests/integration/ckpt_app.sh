@@ -96,18 +96,8 @@ ft_ref ckpt_ring_plain_ref -- ft_suite ring 20
 FT_KILL_RANK=1 FT_KILL_AT=10 ft_same ckpt_no_calls ckpt_ring_plain_ref \
 	--ckpt-dir "$itest_work/ck_plain" -- ft_suite ring 20
 
-itest_bad_ckpt() {
-	local name=$1 pattern=$2
-	shift 2
-	itest_selected "$name" || return 0
-	itest_run "$name" "$NP" "$@" -- ckpt_ring 1
-	if [ "$itest_rc" -ne 2 ]; then
-		itest_fail "$name" "exit status $itest_rc, expected 2"
-	elif ! grep -q -- "$pattern" "$itest_work/$name.err"; then
-		itest_fail "$name" "stderr lacks '$pattern'"
-	else
-		itest_pass "$name"
-	fi
+itest_bad_ckpt() { # NAME PATTERN [cmrun options]
+	itest_bad_usage "$1" "$NP" "$2" "${@:3}" -- ckpt_ring 1
 }
 itest_bad_ckpt ckpt_opt_every_alone "--ckpt-every goes with --ckpt-dir" --ckpt-every 1s
 itest_bad_ckpt ckpt_opt_every_bad "--ckpt-every takes a duration" --ckpt-dir "$itest_work/x" \

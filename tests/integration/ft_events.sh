@@ -17,6 +17,7 @@ here=$(dirname "$0")
 # A run passes in about a second; a replay gone wrong may hang until this.
 ITEST_JOB_TIMEOUT=${ITEST_JOB_TIMEOUT:-60s}
 . "$here/lib.sh"
+. "$here/ft_lib.sh"
 itest_setup
 
 ROUNDS=40
@@ -51,12 +52,6 @@ nondet_consistent() {
 		echo "receivers' checksums differ"
 		return 1
 	}
-}
-
-# replayed_events NAME: how many events the CMs replayed (cmserver --verbose).
-replayed_events() {
-	sed -n 's/^cmserver: rank [0-9]*: replaying \([0-9]*\) events.*/\1/p' \
-		"$itest_work/$1.err" | awk '{s += $1} END {print s + 0}'
 }
 
 # nondet_job NAME KILL_AT [cmrun options]: ft_nondet with rank 0 killed

@@ -81,18 +81,8 @@ if itest_selected $name; then
 fi
 
 # Fault-injection options are validated.
-itest_bad_option() {
-	local name=$1 pattern=$2
-	shift 2
-	itest_selected "$name" || return 0
-	itest_run "$name" "$NP" "$@" -- ft_suite ring 1
-	if [ "$itest_rc" -ne 2 ]; then
-		itest_fail "$name" "exit status $itest_rc, expected 2"
-	elif ! grep -qE -- "$pattern" "$itest_work/$name.err"; then
-		itest_fail "$name" "stderr lacks /$pattern/"
-	else
-		itest_pass "$name"
-	fi
+itest_bad_option() { # NAME PATTERN [cmrun options]
+	itest_bad_usage "$1" "$NP" "$2" "${@:3}" -- ft_suite ring 1
 }
 itest_bad_option ft_opt_count_alone "go with --kill-every" --kill-count 3
 itest_bad_option ft_opt_every_bad "--kill-every takes a duration" --kill-every soon

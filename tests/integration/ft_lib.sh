@@ -46,3 +46,9 @@ ft_same() {
 		itest_pass "$name"
 	fi
 }
+
+# replayed_events NAME: how many events the CMs replayed (cmserver --verbose).
+replayed_events() {
+	sed -n 's/^cmserver: rank [0-9]*: replaying \([0-9]*\) events.*/\1/p' \
+		"$itest_work/$1.err" | awk '{s += $1} END {print s + 0}'
+}

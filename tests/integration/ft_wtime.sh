@@ -11,6 +11,7 @@
 # rank 0 with verification on.
 here=$(dirname "$0")
 . "$here/lib.sh"
+. "$here/ft_lib.sh"
 itest_setup
 
 ROUNDS=40
@@ -46,12 +47,6 @@ wtime_consistent() {
 		echo "receivers' checksums differ"
 		return 1
 	}
-}
-
-# replayed_events NAME: how many events the CMs replayed (cmserver --verbose).
-replayed_events() {
-	sed -n 's/^cmserver: rank [0-9]*: replaying \([0-9]*\) events.*/\1/p' \
-		"$itest_work/$1.err" | awk '{s += $1} END {print s + 0}'
 }
 
 # wtime_job NAME NP KILL_AT [cmrun options]: ft_wtime with rank 0 killed

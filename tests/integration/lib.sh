@@ -168,6 +168,22 @@ itest_fail() {
 	fi
 }
 
+# itest_bad_usage NAME NP PATTERN [cmrun options] -- PROGRAM ARGS: cmrun must
+# refuse the options, with exit status 2 and PATTERN (ERE) on stderr.
+itest_bad_usage() {
+	local name=$1 np=$2 pattern=$3
+	shift 3
+	itest_selected "$name" || return 0
+	itest_run "$name" "$np" "$@"
+	if [ "$itest_rc" -ne 2 ]; then
+		itest_fail "$name" "exit status $itest_rc, expected 2"
+	elif ! grep -qE -- "$pattern" "$itest_work/$name.err"; then
+		itest_fail "$name" "stderr lacks /$pattern/"
+	else
+		itest_pass "$name"
+	fi
+}
+
 itest_pass() {
 	itest_passes=$((itest_passes + 1))
 	itest_log "PASS: $1 (${itest_elapsed}s)"

@@ -134,18 +134,8 @@ repl_npcm repl_npcm_nonmaster --kill-at 1:200ms
 repl_npcm repl_npcm_master --kill-at 0:200ms --kill-replica 0
 
 # Options.
-repl_bad_option() {
-	local name=$1 pattern=$2
-	shift 2
-	itest_selected "$name" || return 0
-	itest_run "$name" "$NP" "$@" -- repl_suite ring 1
-	if [ "$itest_rc" -ne 2 ]; then
-		itest_fail "$name" "exit status $itest_rc, expected 2"
-	elif ! grep -qE -- "$pattern" "$itest_work/$name.err"; then
-		itest_fail "$name" "stderr lacks /$pattern/"
-	else
-		itest_pass "$name"
-	fi
+repl_bad_option() { # NAME PATTERN [cmrun options]
+	itest_bad_usage "$1" "$NP" "$2" "${@:3}" -- repl_suite ring 1
 }
 repl_bad_option repl_opt_range "--replicate takes a replica count in 1..4" --replicate 5
 repl_bad_option repl_opt_transport "drop --transport" --replicate 2 --transport cm
