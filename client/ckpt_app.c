@@ -61,8 +61,9 @@ struct counted_fd {
 static struct {
 	struct region regions[MAX_REGIONS];
 	unsigned nregions;
-	uint64_t number;   /* of the last image taken or restored */
-	long long last_ms; /* when it was taken (or the run started) */
+	uint64_t number;    /* of the last image taken or restored */
+	long long last_ms;  /* when it was taken (or the run started) */
+	long long every_ms; /* CHANMEM_CKPT_EVERY; -1: checkpoints are off */
 	/* The image MPI_Init restored, until chanmem_ckpt_restore. */
 	uint8_t *restored;
 	size_t restored_len;
@@ -195,8 +196,15 @@ static bool parse_image(int rank, const uint8_t *img, size_t len)
 int cm_ckpt_recover(struct cm_job *job)
 {
 	ck.last_ms = cm_now_ms();
+	/* Read once here, not at every chanmem_checkpoint call. */
+	ck.every_ms = -1;
 	if (server() == NULL)
 		return 0;
+	const char *every = getenv(CM_ENV_CKPT_EVERY);
+	uint64_t ns = 0;
+	if (!every || !*every || cm_parse_duration(every, &ns) == 0)
+		ck.every_ms = (long long)(ns / 1000000);
+	/* else cmrun validated it; a hand-set bad value disables checkpoints */
 	if (job->incarnation == 0) {
 		count_output();
 		return 0;
@@ -288,13 +296,7 @@ int chanmem_ckpt_restore(void)
  * one (no interval: every call). */
 static bool due(void)
 {
-	if (server() == NULL)
-		return false;
-	const char *every = getenv(CM_ENV_CKPT_EVERY);
-	uint64_t ns = 0;
-	if (every && *every && cm_parse_duration(every, &ns) < 0)
-		return false; /* cmrun validated it; a hand-set bad value disables */
-	return cm_now_ms() - ck.last_ms >= (long long)(ns / 1000000);
+	return ck.every_ms >= 0 && cm_now_ms() - ck.last_ms >= ck.every_ms;
 }
 
 static int upload(const struct cm_job *job, const struct cm_resume *state)
