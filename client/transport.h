@@ -145,6 +145,8 @@ enum cm_event_kind {
 	                    client/mpi_nondet.c */
 	CM_EV_PROBE = 4, /* a probe answer decided by a replication master: LE int32 source
 	                    (-1: none), int32 tag (the cm transport's CM records probes) */
+	CM_EV_REALTIME = 5, /* a wall-clock read of the program (gettimeofday, time):
+	                       LE int64 nanoseconds since the epoch, client/libc_clocks.c */
 };
 
 /* Transport constructors: fill *t. */

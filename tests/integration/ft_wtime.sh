@@ -1,5 +1,5 @@
 #!/bin/bash
-# MPI_Wtime values are events logged at the rank's home CM and replayed to a
+# MPI_Wtime values (and the program's gettimeofday and time) are events logged at the rank's home CM and replayed to a
 # re-executed rank (transport cm). Times differ from run to run, so a killed
 # run is checked against itself: programs/ft_wtime makes rank 0 decide how
 # many messages to send from the clock and every rank print what it decided
@@ -56,7 +56,7 @@ wtime_job() {
 	shift 3
 	itest_selected "$name" || return 0
 	local clean=0 why
-	FT_KILL_AT=$at itest_run "$name" "$np" -v -v "$@" -- ft_wtime "$ROUNDS" || clean=1
+	FT_KILL_AT=$at itest_run "$name" "$np" -v -v "$@" -- ft_wtime "$ROUNDS" "${FT_CLOCK:-wtime}" || clean=1
 	local replayed
 	replayed=$(replayed_events "$name")
 	if [ "$itest_rc" -ne 0 ]; then
@@ -83,6 +83,12 @@ wtime_job ft_wtime_kill_first 3 0
 wtime_job ft_wtime_cms2 3 25 --cms 2
 # Killed twice: the second re-execution replays what the first logged too.
 FT_KILL_TIMES=2 wtime_job ft_wtime_twice 3 30
+# The libc clocks of unmodified programs, logged like MPI_Wtime: rank 0
+# decides from gettimeofday, or from rand() seeded with time(NULL) plus
+# time() itself.
+FT_CLOCK=gettimeofday wtime_job ft_gtod_ref 3 -1
+FT_CLOCK=gettimeofday wtime_job ft_gtod_kill 3 17
+FT_CLOCK=time wtime_job ft_time_kill 3 11 --cms 2
 
 # NPcm: rank 0 (the only rank whose decisions read the clock) killed 400 ms
 # after the start; each of the 82 sizes takes at least -t 0.01 s, so it is

@@ -1,7 +1,11 @@
 /* A program whose control flow depends on MPI_Wtime, for the replay of
  * nondeterministic events (issue 4).
  *
- * usage: ft_wtime ROUNDS
+ * usage: ft_wtime ROUNDS [wtime|gettimeofday|time]
+ *
+ * The clock read is MPI_Wtime by default; gettimeofday and time (with rand
+ * seeded from it) are the libc clocks an unmodified program uses, which
+ * libchanmem logs the same way (client/libc_clocks.c).
  *
  * Each round, rank 0 reads the clock three times (a batch of events with no
  * send between), derives from the microsecond digits how many messages to
@@ -23,6 +27,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
 
 #define MAX_ROUNDS 1000
 
@@ -36,11 +43,30 @@ static long env_long(const char *name, long def)
 	return *end == '\0' ? x : def;
 }
 
+enum clock_source { SRC_WTIME, SRC_GETTIMEOFDAY, SRC_TIME };
+static enum clock_source source = SRC_WTIME;
+
+static double read_clock(void)
+{
+	struct timeval tv;
+	switch (source) {
+	case SRC_GETTIMEOFDAY:
+		gettimeofday(&tv, NULL);
+		return (double)tv.tv_sec + (double)tv.tv_usec * 1e-6;
+	case SRC_TIME:
+		/* Seconds only: the decision mixes in rand(), seeded from time()
+		 * once (below), as programs do. */
+		return (double)time(NULL);
+	default:
+		return MPI_Wtime();
+	}
+}
+
 static double checked_wtime(double *last)
 {
-	double t = MPI_Wtime();
+	double t = read_clock();
 	if (t < *last) {
-		fprintf(stderr, "ft_wtime: MPI_Wtime went backwards: %.9f after %.9f\n", t, *last);
+		fprintf(stderr, "ft_wtime: the clock went backwards: %.9f after %.9f\n", t, *last);
 		MPI_Abort(MPI_COMM_WORLD, 3);
 	}
 	*last = t;
@@ -54,9 +80,16 @@ int main(int argc, char **argv)
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	long rounds = argc > 1 ? strtol(argv[1], NULL, 10) : 10;
-	if (rounds < 1 || rounds > MAX_ROUNDS || size < 2) {
+	const char *src = argc > 2 ? argv[2] : "wtime";
+	source = strcmp(src, "gettimeofday") == 0 ? SRC_GETTIMEOFDAY
+	         : strcmp(src, "time") == 0       ? SRC_TIME
+	                                          : SRC_WTIME;
+	if (rounds < 1 || rounds > MAX_ROUNDS || size < 2 ||
+	    (source == SRC_WTIME && strcmp(src, "wtime") != 0)) {
 		if (rank == 0)
-			fprintf(stderr, "usage: ft_wtime ROUNDS (1..%d), at least 2 ranks\n",
+			fprintf(stderr,
+			        "usage: ft_wtime ROUNDS (1..%d) [wtime|gettimeofday|time], at "
+			        "least 2 ranks\n",
 			        MAX_ROUNDS);
 		MPI_Finalize();
 		return 2;
@@ -69,11 +102,15 @@ int main(int argc, char **argv)
 	uint64_t checksum = 0;
 	if (rank == 0) {
 		double last = 0;
+		if (source == SRC_TIME)
+			srand((unsigned)time(NULL));
 		for (long r = 0; r < rounds; r++) {
 			double a = checked_wtime(&last);
 			double b = checked_wtime(&last);
 			double c = checked_wtime(&last);
 			long us = (long)fmod((a + b + c) * 1e6, 1e6);
+			if (source == SRC_TIME)
+				us = (long)fmod(a + b + c, 1e6) + rand();
 			int n = 1 + (int)(us % 8);
 			counts[r] = n;
 			printf("round %ld: %d messages\n", r, n);
