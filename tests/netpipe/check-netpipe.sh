@@ -19,7 +19,8 @@
 #    reference or an implicit declaration and is reported as chanmem's bug.
 # 3. Runs. NPmpi between 2 ranks under cmrun over the cm transport, in every
 #    cmserver mode, failure-free, with --kill-every 500ms --kill-count 2
-#    --seed N and with --kill-at 0:300ms; then NetPIPE's integrity mode (-i:
+#    --seed N and with --kill-at 0:300ms; NPmpi choosing its own repeat counts from its clock
+#    (no -n) with rank 0 killed; then NetPIPE's integrity mode (-i:
 #    every received int checked) with kills. A run passes when cmrun exits
 #    0, NPmpi's output file lists exactly the message sizes of NetPIPE's
 #    size sequence up to -u (so the whole range completed: NetPIPE stops
@@ -35,6 +36,7 @@
 #   NETPIPE_MIRROR     default http://deb.debian.org/debian
 #   NETPIPE_UPPER      NPmpi -u, largest message in bytes (default 4194304)
 #   NETPIPE_REPEATS    NPmpi -n, ping-pongs per size and trial (default 5)
+#   NETPIPE_TIMED_UPPER  -u of the run without -n (default 32)
 #   NETPIPE_KEEP=1     keep the work directory (sources, outputs, logs)
 set -u
 
@@ -43,6 +45,8 @@ set -u
 
 upper=${NETPIPE_UPPER:-4194304}
 repeats=${NETPIPE_REPEATS:-5}
+# Without -n NetPIPE spends ~0.75 s per size: the timed run stays small.
+timed_upper=${NETPIPE_TIMED_UPPER:-32}
 mirror=${NETPIPE_MIRROR:-http://deb.debian.org/debian}
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 job_timeout=60s # cmrun --timeout, per run
@@ -248,6 +252,7 @@ expected_sizes() {
 
 expected_sizes 1 "$upper" 3 >"$work/sizes.perf"
 expected_sizes 5 "$upper" 0 >"$work/sizes.integrity"
+expected_sizes 1 "$timed_upper" 3 >"$work/sizes.timed"
 
 # Pids of live processes of a run: in its session or carrying its marker.
 leftovers() {
@@ -289,6 +294,9 @@ run_np() {
 	# Integrity mode checks every int received and times nothing; more
 	# repeats make the run long enough for the kills to land in it.
 	[ "$kind" = integrity ] && npopts=(-i -u "$upper" -n "$((repeats * 6))" "$@")
+	# NetPIPE's own repeat counts, chosen from its gettimeofday timings
+	# (logged by chanmem, so a re-executed rank 0 chooses the same ones).
+	[ "$kind" = timed ] && npopts=(-u "$timed_upper" "$@")
 	local threads=()
 	case $mode in multiplexer | specialized) threads=(CHANMEM_CM_THREADS=2) ;; esac
 	local out=$work/$name.np
@@ -365,7 +373,7 @@ run_np() {
 	esac
 	local last mbps peak
 	last=$(tail -n 1 "$out" | awk '{ print $1 }')
-	if [ "$kind" = perf ]; then
+	if [ "$kind" != integrity ]; then
 		mbps=$(tail -n 1 "$out" | awk '{ printf "%.0f", $2 }')
 		peak=$(awk '$2 > m { m = $2 } END { printf "%.0f", m }' "$out")
 	else
@@ -389,14 +397,16 @@ for mode in $modes; do
 	run_np "kill_every_$mode" "$mode" perf some --kill-every 500ms --kill-count 2 --seed "$seed" --
 	run_np "kill_at_$mode" "$mode" perf rank0 --kill-at 0:300ms --
 done
+# Rank 0 killed mid-run while NetPIPE picks its repeat counts from the clock.
+run_np timed_kill_at_mono mono timed rank0 --kill-at 0:2500ms --
 run_np integrity_kill_mono mono integrity some --kill-every 400ms --kill-count 2 --seed 7 --
 run_np integrity_kill_specialized specialized integrity some --kill-every 400ms --kill-count 2 \
 	--seed 8 --
 
-# NetPIPE times with gettimeofday, which chanmem does not log (MPI_Wtime it
-# does): what a restarted rank 0 measures while it is replayed from the log
-# is the speed of the replay, not of the network, hence the peaks of runs
-# with rank 0 among the restarted ranks.
+# NetPIPE times with gettimeofday, which chanmem logs like MPI_Wtime: a
+# restarted rank 0 re-reads the dead incarnation's times while it is
+# replayed, then measures again; the rates of runs with rank 0 among the
+# restarted ranks mix both.
 printf '\n%-28s %-17s %-9s %8s %5s %5s %9s %9s %9s\n' run mode kind restarts ranks secs \
 	last_size Mbps@last peak_Mbps
 for line in "${summary[@]}"; do
