@@ -380,6 +380,11 @@ CM_HIDDEN int cm_mpi_launch_send(struct cm_mpi_request *r, const void *buf, int 
 CM_HIDDEN int cm_mpi_launch_recv(struct cm_mpi_request *r, void *buf, int count,
                                  const struct cm_mpi_datatype *type, int peer, int tag,
                                  uint32_t ctx);
+/* Gives r (fresh from cm_mpi_req_alloc, or a persistent request being
+ * started) a send of len bytes at data; bounce (may be NULL) is a malloc'd
+ * buffer r owns from now on. */
+CM_HIDDEN int cm_mpi_launch_send_bytes(struct cm_mpi_request *r, const void *data, size_t len,
+                                       void *bounce, int peer, int tag, uint32_t ctx, int sync);
 /* A buffered send on c's point-to-point context: the message is copied
  * into the attached buffer and sent from there (MPI_ERR_BUFFER if it does
  * not fit). Complete for the caller when it returns MPI_SUCCESS. */

@@ -70,10 +70,7 @@ int cm_mpi_check_recv(MPI_Comm comm, const void *buf, int count, MPI_Datatype da
 
 /* ---- starting operations ---- */
 
-/* Gives r (fresh from cm_mpi_req_alloc, or a persistent request being
- * started) a send of len bytes at data; bounce (may be NULL) is a malloc'd
- * buffer r owns from now on. */
-static int launch_send_bytes(struct cm_mpi_request *r, const void *data, size_t len, void *bounce,
+int cm_mpi_launch_send_bytes(struct cm_mpi_request *r, const void *data, size_t len, void *bounce,
                              int peer, int tag, uint32_t ctx, int sync)
 {
 	r->bounce = bounce;
@@ -105,13 +102,13 @@ int cm_mpi_launch_send(struct cm_mpi_request *r, const void *buf, int count,
 {
 	size_t len = (size_t)count * type->size;
 	if (type->contiguous || peer == MPI_PROC_NULL)
-		return launch_send_bytes(r, cm_mpi_addr(buf, type->lb), len, NULL, peer, tag, ctx,
-		                         sync);
+		return cm_mpi_launch_send_bytes(r, cm_mpi_addr(buf, type->lb), len, NULL, peer, tag,
+		                                ctx, sync);
 	void *bounce = malloc(len ? len : 1);
 	if (!bounce)
 		return MPI_ERR_NO_MEM;
 	cm_mpi_pack(type, buf, (size_t)count, bounce);
-	return launch_send_bytes(r, bounce, len, bounce, peer, tag, ctx, sync);
+	return cm_mpi_launch_send_bytes(r, bounce, len, bounce, peer, tag, ctx, sync);
 }
 
 int cm_mpi_launch_recv(struct cm_mpi_request *r, void *buf, int count,
@@ -174,132 +171,6 @@ int cm_mpi_start_recv(struct cm_mpi_comm *c, void *buf, int count,
 	}
 	*out = r;
 	return MPI_SUCCESS;
-}
-
-/* ---- buffered sends ----
- *
- * MPI_Bsend packs the message into the buffer the program attached and
- * sends it from there, so the call returns as soon as the copy is made,
- * whatever the receiver does. The buffer holds a list of allocations in
- * address order, each a header (MPI_BSEND_OVERHEAD bytes, copied in and
- * out with memcpy: the buffer has no alignment guarantee) then the packed
- * data. An allocation is reclaimed once the send made from it completes. */
-
-struct bsend_header {
-	size_t next;                /* offset of the next allocation, or BSEND_END */
-	size_t span;                /* bytes taken, header included */
-	struct cm_mpi_request *req; /* the send made from this allocation */
-};
-_Static_assert(sizeof(struct bsend_header) <= MPI_BSEND_OVERHEAD,
-               "MPI_BSEND_OVERHEAD must hold a buffered send's header");
-#define BSEND_END SIZE_MAX
-
-static char *attached_buffer;
-static size_t attached_size;
-static int buffer_is_attached;
-static size_t bsend_head = BSEND_END; /* first allocation */
-
-static struct bsend_header bsend_read(size_t off)
-{
-	struct bsend_header h;
-	memcpy(&h, attached_buffer + off, sizeof h);
-	return h;
-}
-
-static void bsend_write(size_t off, const struct bsend_header *h)
-{
-	memcpy(attached_buffer + off, h, sizeof *h);
-}
-
-/* Unlinks the allocations whose sends completed. Returns how many are
- * still in use. */
-static int bsend_reclaim(void)
-{
-	int in_use = 0;
-	size_t prev = BSEND_END;
-	for (size_t off = bsend_head; off != BSEND_END;) {
-		struct bsend_header h = bsend_read(off);
-		if (cm_mpi_req_poll(h.req)) {
-			cm_mpi_req_release(h.req);
-			if (prev == BSEND_END) {
-				bsend_head = h.next;
-			} else {
-				struct bsend_header p = bsend_read(prev);
-				p.next = h.next;
-				bsend_write(prev, &p);
-			}
-		} else {
-			in_use++;
-			prev = off;
-		}
-		off = h.next;
-	}
-	return in_use;
-}
-
-/* First fit: the offset of a free range of span bytes, linked into the
- * list with req as its owner, or BSEND_END if there is none. */
-static size_t bsend_alloc(size_t span, struct cm_mpi_request *req)
-{
-	size_t prev = BSEND_END, free_from = 0;
-	for (size_t off = bsend_head;;) {
-		size_t free_to = off == BSEND_END ? attached_size : off;
-		if (free_to >= free_from && free_to - free_from >= span) {
-			struct bsend_header h = {.next = off, .span = span, .req = req};
-			bsend_write(free_from, &h);
-			if (prev == BSEND_END) {
-				bsend_head = free_from;
-			} else {
-				struct bsend_header p = bsend_read(prev);
-				p.next = free_from;
-				bsend_write(prev, &p);
-			}
-			return free_from;
-		}
-		if (off == BSEND_END)
-			return BSEND_END;
-		struct bsend_header h = bsend_read(off);
-		prev = off;
-		free_from = off + h.span;
-		off = h.next;
-	}
-}
-
-/* Copies the message into the attached buffer and starts its send.
- * MPI_ERR_BUFFER if no buffer is attached or it has no room even after
- * reclaiming what the transport has finished with. */
-int cm_mpi_bsend_start(struct cm_mpi_comm *c, const void *buf, int count,
-                       const struct cm_mpi_datatype *type, int peer, int tag)
-{
-	if (peer == MPI_PROC_NULL)
-		return MPI_SUCCESS;
-	size_t len = (size_t)count * type->size;
-	if (!buffer_is_attached || len > attached_size ||
-	    attached_size - len < (size_t)MPI_BSEND_OVERHEAD)
-		return MPI_ERR_BUFFER;
-	struct cm_mpi_request *r = cm_mpi_req_alloc(c);
-	if (!r)
-		return MPI_ERR_NO_MEM;
-	size_t span = len + MPI_BSEND_OVERHEAD;
-	bsend_reclaim();
-	size_t off = bsend_alloc(span, r);
-	if (off == BSEND_END && cm_mpi_progress(0) == 0) {
-		bsend_reclaim();
-		off = bsend_alloc(span, r);
-	}
-	if (off == BSEND_END) {
-		cm_mpi_req_release(r);
-		return MPI_ERR_BUFFER;
-	}
-	char *data = attached_buffer + off + MPI_BSEND_OVERHEAD;
-	cm_mpi_pack(type, buf, (size_t)count, data);
-	int rc = launch_send_bytes(r, data, len, NULL, peer, tag, c->ctx_pt2pt, 0);
-	if (rc) {
-		/* Leave the failed request complete so the allocation is reclaimed. */
-		r->state = CM_RQ_COMPLETE;
-		r->error = rc;
-	}
-	return rc;
 }
 
 /* Waits for r and completes it: the tail of every blocking call. If the
@@ -526,7 +397,7 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, 
 		return cm_mpi_raise(c, rc, "MPI_Sendrecv_replace");
 	}
 	rs = cm_mpi_req_alloc(c);
-	rc = rs ? launch_send_bytes(rs, copy, len, copy, dest, sendtag, c->ctx_pt2pt, 0)
+	rc = rs ? cm_mpi_launch_send_bytes(rs, copy, len, copy, dest, sendtag, c->ctx_pt2pt, 0)
 	        : MPI_ERR_NO_MEM;
 	if (rc) {
 		if (rs)
@@ -587,36 +458,4 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status
 {
 	CM_MPI_REQUIRE_INIT("MPI_Iprobe");
 	return probe(source, tag, comm, 0, flag, status, "MPI_Iprobe");
-}
-
-/* ---- the buffered-send buffer ---- */
-
-int MPI_Buffer_attach(void *buffer, int size)
-{
-	CM_MPI_REQUIRE_INIT("MPI_Buffer_attach");
-	if (size < 0 || (size > 0 && !buffer) || buffer_is_attached)
-		return cm_mpi_raise(NULL, MPI_ERR_BUFFER, "MPI_Buffer_attach");
-	attached_buffer = buffer;
-	attached_size = (size_t)size;
-	buffer_is_attached = 1;
-	bsend_head = BSEND_END;
-	return MPI_SUCCESS;
-}
-
-/* Blocks until every buffered message has left the buffer, as MPI says.
- * With no buffer attached it hands back NULL and 0. */
-int MPI_Buffer_detach(void *buffer_addr, int *size)
-{
-	CM_MPI_REQUIRE_INIT("MPI_Buffer_detach");
-	if (!buffer_addr || !size)
-		return cm_mpi_raise(NULL, MPI_ERR_ARG, "MPI_Buffer_detach");
-	while (bsend_reclaim() > 0)
-		if (cm_mpi_progress(-1) < 0)
-			return cm_mpi_raise(NULL, MPI_ERR_OTHER, "MPI_Buffer_detach");
-	*(void **)buffer_addr = attached_buffer;
-	*size = (int)attached_size;
-	attached_buffer = NULL;
-	attached_size = 0;
-	buffer_is_attached = 0;
-	return MPI_SUCCESS;
 }
