@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "ckpt_store.h"
+#include "ckpt_store_impl.h"
 
 #include "log.h"
 #include "protocol.h"
@@ -23,27 +24,9 @@
 
 #define LOCK_NAME "ckptserver.lock"
 #define TMP_PREFIX "tmp-"
-#define IMG_PREFIX "img-"
-#define NAME_MAX_LEN 160
 /* LMDB maps this much address space (sparse); the index itself is tiny. */
 #define MAP_SIZE (1ull << 30)
 #define MAX_READERS 1024
-/* Key: job bytes, NUL, rank (u32 BE), number (u64 BE): sorts by job, rank,
- * then number, so a rank's images are adjacent and oldest first. */
-#define KEY_MAX (CKPT_JOB_MAX + 1 + 4 + 8)
-/* Value: raw size, compressed size, checksum, commit time (ns since the
- * epoch), all u64 LE, then the file name. */
-#define VAL_FIXED 32
-
-struct ckpt_store {
-	struct ckpt_store_opts opts;
-	char *dir;
-	int dirfd, lockfd;
-	MDB_env *env;
-	MDB_dbi dbi;
-	pthread_mutex_t commit_lock;
-};
-
 struct store_upload {
 	struct ckpt_store *st;
 	struct ckpt_ref ref;
@@ -55,30 +38,13 @@ struct store_upload {
 	uint64_t raw, compressed, sum;
 };
 
-struct store_reader {
-	int fd;
-	ZSTD_DCtx *dctx;
-	uint8_t *in;
-	size_t in_cap;
-	ZSTD_inBuffer input;
-	size_t last_ret; /* 0 once a frame is complete */
-	int eof;
-	struct ckpt_summary info;
-	uint64_t got, sum;
-};
-
-struct index_val {
-	uint64_t raw, compressed, checksum, time_ns;
-	char name[NAME_MAX_LEN + 1];
-};
-
 static void put_be(uint8_t *p, uint64_t v, int n)
 {
 	for (int i = 0; i < n; i++)
 		p[i] = (uint8_t)(v >> (8 * (n - 1 - i)));
 }
 
-static size_t make_key(uint8_t *k, const char *job, uint32_t rank, uint64_t number)
+size_t store_make_key(uint8_t *k, const char *job, uint32_t rank, uint64_t number)
 {
 	size_t j = strlen(job);
 	memcpy(k, job, j);
@@ -99,8 +65,7 @@ static size_t encode_val(uint8_t *v, const struct index_val *iv)
 	return VAL_FIXED + n;
 }
 
-/* Index values come from disk: a name must be one of ours. */
-static int decode_val(const MDB_val *v, struct index_val *iv)
+int store_decode_val(const MDB_val *v, struct index_val *iv)
 {
 	if (v->mv_size <= VAL_FIXED || v->mv_size > VAL_FIXED + NAME_MAX_LEN)
 		return -1;
@@ -144,7 +109,7 @@ static int sweep(struct ckpt_store *st)
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		struct index_val iv;
 		struct stat sb;
-		if (decode_val(&v, &iv) < 0 || fstatat(st->dirfd, iv.name, &sb, 0) < 0) {
+		if (store_decode_val(&v, &iv) < 0 || fstatat(st->dirfd, iv.name, &sb, 0) < 0) {
 			cm_err("%s: index entry without a valid image file dropped", st->dir);
 			mdb_cursor_del(cur, 0);
 			continue;
@@ -395,13 +360,13 @@ static int index_commit(struct ckpt_store *st, const struct ckpt_ref *ref,
 	uint8_t key[KEY_MAX], val[VAL_FIXED + NAME_MAX_LEN];
 	MDB_txn *txn;
 	MDB_cursor *cur = NULL;
-	MDB_val k = {make_key(key, ref->job, ref->rank, ref->number), key}, v, old;
+	MDB_val k = {store_make_key(key, ref->job, ref->rank, ref->number), key}, v, old;
 	*ngone = 0;
 	int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
 	if (rc != 0)
 		return rc;
 	struct index_val prev;
-	if (mdb_get(txn, st->dbi, &k, &old) == 0 && decode_val(&old, &prev) == 0)
+	if (mdb_get(txn, st->dbi, &k, &old) == 0 && store_decode_val(&old, &prev) == 0)
 		strcpy(gone[(*ngone)++], prev.name);
 	v.mv_data = val;
 	v.mv_size = encode_val(val, iv);
@@ -410,7 +375,7 @@ static int index_commit(struct ckpt_store *st, const struct ckpt_ref *ref,
 
 	/* Count this rank's images, then delete the oldest beyond keep. */
 	uint8_t first[KEY_MAX];
-	size_t plen = make_key(first, ref->job, ref->rank, 0) - 8; /* job NUL rank */
+	size_t plen = store_make_key(first, ref->job, ref->rank, 0) - 8; /* job NUL rank */
 	if ((rc = mdb_cursor_open(txn, st->dbi, &cur)) != 0)
 		goto abort;
 	MDB_val ck = {plen + 8, first}, cv;
@@ -427,7 +392,7 @@ static int index_commit(struct ckpt_store *st, const struct ckpt_ref *ref,
 	     rc = mdb_cursor_get(cur, &ck, &cv, MDB_NEXT)) {
 		if (ck.mv_size != plen + 8 || memcmp(ck.mv_data, first, plen) != 0)
 			break;
-		if (decode_val(&cv, &prev) == 0 && *ngone < gone_cap)
+		if (store_decode_val(&cv, &prev) == 0 && *ngone < gone_cap)
 			strcpy(gone[(*ngone)++], prev.name);
 		if ((rc = mdb_cursor_del(cur, 0)) != 0)
 			goto abort;
@@ -513,119 +478,4 @@ int store_upload_commit(struct store_upload *up, const struct ckpt_summary *clai
 discard:
 	upload_free(up, 1);
 	return rc;
-}
-
-int store_reader_open(struct ckpt_store *st, const struct ckpt_ref *ref, struct ckpt_summary *info,
-                      struct store_reader **out, const char **why)
-{
-	uint8_t key[KEY_MAX], next[KEY_MAX];
-	size_t plen = make_key(key, ref->job, ref->rank, 0) - 8;
-	/* First key past this rank: the entry before it is the latest. */
-	MDB_val k = {make_key(next, ref->job, ref->rank + 1, 0), next}, v;
-	struct index_val iv;
-	MDB_txn *txn;
-	MDB_cursor *cur;
-	int fd = -1, found = 0;
-
-	pthread_mutex_lock(&st->commit_lock);
-	int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
-	if (rc == 0) {
-		mdb_cursor_open(txn, st->dbi, &cur);
-		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-		rc = mdb_cursor_get(cur, &k, &v, rc == 0 ? MDB_PREV : MDB_LAST);
-		if (rc == 0 && k.mv_size == plen + 8 && memcmp(k.mv_data, key, plen) == 0) {
-			const uint8_t *kp = k.mv_data;
-			info->number = 0;
-			for (int i = 0; i < 8; i++)
-				info->number = (info->number << 8) | kp[plen + i];
-			found = decode_val(&v, &iv) == 0 ? 1 : -1;
-		}
-		mdb_cursor_close(cur);
-		mdb_txn_abort(txn);
-	}
-	if (found == 1)
-		fd = openat(st->dirfd, iv.name, O_RDONLY | O_CLOEXEC);
-	pthread_mutex_unlock(&st->commit_lock);
-	if (found == 0) {
-		*why = "no committed image for this job and rank";
-		return CKPT_E_NOTFOUND;
-	}
-	if (found < 0 || fd < 0) {
-		cm_err("%s: image %s: %s", st->dir, found < 0 ? "(bad index entry)" : iv.name,
-		       found < 0 ? "unreadable" : strerror(errno));
-		*why = "cannot open the stored image";
-		return CKPT_E_STORAGE;
-	}
-	struct store_reader *r = calloc(1, sizeof *r);
-	if (r)
-		r->in_cap = ZSTD_DStreamInSize();
-	if (r == NULL || (r->in = malloc(r->in_cap)) == NULL ||
-	    (r->dctx = ZSTD_createDCtx()) == NULL) {
-		if (r)
-			free(r->in);
-		free(r);
-		close(fd);
-		*why = "out of memory";
-		return CKPT_E_STORAGE;
-	}
-	r->fd = fd;
-	r->input.src = r->in;
-	r->last_ret = 1;
-	info->size = iv.raw;
-	info->checksum = iv.checksum;
-	r->info = *info;
-	r->sum = CKPT_CHECKSUM_INIT;
-	*out = r;
-	return CKPT_OK;
-}
-
-int store_reader_next(struct store_reader *r, void *buf, size_t cap, size_t *got, const char **why)
-{
-	ZSTD_outBuffer o = {buf, cap, 0};
-	while (o.pos < o.size) {
-		if (r->input.pos == r->input.size && !r->eof) {
-			ssize_t n = read(r->fd, r->in, r->in_cap);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0) {
-				*why = "cannot read the stored image";
-				return CKPT_E_STORAGE;
-			}
-			r->input.size = (size_t)n;
-			r->input.pos = 0;
-			r->eof = n == 0;
-		}
-		if (r->input.pos == r->input.size && r->eof && r->last_ret == 0)
-			break;
-		size_t before = o.pos, in_before = r->input.pos;
-		size_t ret = ZSTD_decompressStream(r->dctx, &o, &r->input);
-		if (ZSTD_isError(ret)) {
-			*why = "the stored image does not decompress";
-			return CKPT_E_CORRUPT;
-		}
-		/* A call that moved nothing says nothing about the frame. */
-		if (o.pos != before || r->input.pos != in_before)
-			r->last_ret = ret;
-		else if (r->eof && r->input.pos == r->input.size)
-			break; /* truncated file: last_ret != 0 reports it */
-	}
-	*got = o.pos;
-	r->got += o.pos;
-	r->sum = ckpt_checksum(r->sum, buf, o.pos);
-	if (r->got > r->info.size || (o.pos == 0 && (r->last_ret != 0 || r->got != r->info.size ||
-	                                             r->sum != r->info.checksum))) {
-		*why = "the stored image fails its size or checksum";
-		return CKPT_E_CORRUPT;
-	}
-	return CKPT_OK;
-}
-
-void store_reader_close(struct store_reader *r)
-{
-	if (r == NULL)
-		return;
-	close(r->fd);
-	ZSTD_freeDCtx(r->dctx);
-	free(r->in);
-	free(r);
 }

@@ -1,0 +1,41 @@
+/* Internals shared by the image store's writer side (ckpt_store.c: open,
+ * uploads, commits, sweeping) and its reader side (ckpt_store_read.c). */
+#ifndef CKPT_STORE_IMPL_H
+#define CKPT_STORE_IMPL_H
+
+#include <lmdb.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckpt_store.h"
+
+#define IMG_PREFIX "img-"
+#define NAME_MAX_LEN 160
+/* Key: job bytes, NUL, rank (u32 BE), number (u64 BE): sorts by job, rank,
+ * then number, so a rank's images are adjacent and oldest first. */
+#define KEY_MAX (CKPT_JOB_MAX + 1 + 4 + 8)
+/* Value: raw size, compressed size, checksum, commit time (ns since the
+ * epoch), all u64 LE, then the file name. */
+#define VAL_FIXED 32
+
+struct ckpt_store {
+	struct ckpt_store_opts opts;
+	char *dir;
+	int dirfd, lockfd;
+	MDB_env *env;
+	MDB_dbi dbi;
+	pthread_mutex_t commit_lock;
+};
+
+struct index_val {
+	uint64_t raw, compressed, checksum, time_ns;
+	char name[NAME_MAX_LEN + 1];
+};
+
+/* The index key of (job, rank, number); returns its length. */
+size_t store_make_key(uint8_t *k, const char *job, uint32_t rank, uint64_t number);
+/* Index values come from disk: a name must be one of ours. 0, or -1. */
+int store_decode_val(const MDB_val *v, struct index_val *iv);
+
+#endif

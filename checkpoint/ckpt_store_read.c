@@ -1,0 +1,144 @@
+/* Image storage, the reading side: the latest committed image of a rank,
+ * decompressed as a stream and checked against its recorded size and
+ * checksum (ckpt_store.h). */
+#include "config.h"
+
+#include "ckpt_store.h"
+#include "ckpt_store_impl.h"
+
+#include "log.h"
+#include "protocol.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zstd.h>
+
+struct store_reader {
+	int fd;
+	ZSTD_DCtx *dctx;
+	uint8_t *in;
+	size_t in_cap;
+	ZSTD_inBuffer input;
+	size_t last_ret; /* 0 once a frame is complete */
+	int eof;
+	struct ckpt_summary info;
+	uint64_t got, sum;
+};
+
+int store_reader_open(struct ckpt_store *st, const struct ckpt_ref *ref, struct ckpt_summary *info,
+                      struct store_reader **out, const char **why)
+{
+	uint8_t key[KEY_MAX], next[KEY_MAX];
+	size_t plen = store_make_key(key, ref->job, ref->rank, 0) - 8;
+	/* First key past this rank: the entry before it is the latest. */
+	MDB_val k = {store_make_key(next, ref->job, ref->rank + 1, 0), next}, v;
+	struct index_val iv;
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	int fd = -1, found = 0;
+
+	pthread_mutex_lock(&st->commit_lock);
+	int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
+	if (rc == 0) {
+		mdb_cursor_open(txn, st->dbi, &cur);
+		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+		rc = mdb_cursor_get(cur, &k, &v, rc == 0 ? MDB_PREV : MDB_LAST);
+		if (rc == 0 && k.mv_size == plen + 8 && memcmp(k.mv_data, key, plen) == 0) {
+			const uint8_t *kp = k.mv_data;
+			info->number = 0;
+			for (int i = 0; i < 8; i++)
+				info->number = (info->number << 8) | kp[plen + i];
+			found = store_decode_val(&v, &iv) == 0 ? 1 : -1;
+		}
+		mdb_cursor_close(cur);
+		mdb_txn_abort(txn);
+	}
+	if (found == 1)
+		fd = openat(st->dirfd, iv.name, O_RDONLY | O_CLOEXEC);
+	pthread_mutex_unlock(&st->commit_lock);
+	if (found == 0) {
+		*why = "no committed image for this job and rank";
+		return CKPT_E_NOTFOUND;
+	}
+	if (found < 0 || fd < 0) {
+		cm_err("%s: image %s: %s", st->dir, found < 0 ? "(bad index entry)" : iv.name,
+		       found < 0 ? "unreadable" : strerror(errno));
+		*why = "cannot open the stored image";
+		return CKPT_E_STORAGE;
+	}
+	struct store_reader *r = calloc(1, sizeof *r);
+	if (r)
+		r->in_cap = ZSTD_DStreamInSize();
+	if (r == NULL || (r->in = malloc(r->in_cap)) == NULL ||
+	    (r->dctx = ZSTD_createDCtx()) == NULL) {
+		if (r)
+			free(r->in);
+		free(r);
+		close(fd);
+		*why = "out of memory";
+		return CKPT_E_STORAGE;
+	}
+	r->fd = fd;
+	r->input.src = r->in;
+	r->last_ret = 1;
+	info->size = iv.raw;
+	info->checksum = iv.checksum;
+	r->info = *info;
+	r->sum = CKPT_CHECKSUM_INIT;
+	*out = r;
+	return CKPT_OK;
+}
+
+int store_reader_next(struct store_reader *r, void *buf, size_t cap, size_t *got, const char **why)
+{
+	ZSTD_outBuffer o = {buf, cap, 0};
+	while (o.pos < o.size) {
+		if (r->input.pos == r->input.size && !r->eof) {
+			ssize_t n = read(r->fd, r->in, r->in_cap);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0) {
+				*why = "cannot read the stored image";
+				return CKPT_E_STORAGE;
+			}
+			r->input.size = (size_t)n;
+			r->input.pos = 0;
+			r->eof = n == 0;
+		}
+		if (r->input.pos == r->input.size && r->eof && r->last_ret == 0)
+			break;
+		size_t before = o.pos, in_before = r->input.pos;
+		size_t ret = ZSTD_decompressStream(r->dctx, &o, &r->input);
+		if (ZSTD_isError(ret)) {
+			*why = "the stored image does not decompress";
+			return CKPT_E_CORRUPT;
+		}
+		/* A call that moved nothing says nothing about the frame. */
+		if (o.pos != before || r->input.pos != in_before)
+			r->last_ret = ret;
+		else if (r->eof && r->input.pos == r->input.size)
+			break; /* truncated file: last_ret != 0 reports it */
+	}
+	*got = o.pos;
+	r->got += o.pos;
+	r->sum = ckpt_checksum(r->sum, buf, o.pos);
+	if (r->got > r->info.size || (o.pos == 0 && (r->last_ret != 0 || r->got != r->info.size ||
+	                                             r->sum != r->info.checksum))) {
+		*why = "the stored image fails its size or checksum";
+		return CKPT_E_CORRUPT;
+	}
+	return CKPT_OK;
+}
+
+void store_reader_close(struct store_reader *r)
+{
+	if (r == NULL)
+		return;
+	close(r->fd);
+	ZSTD_freeDCtx(r->dctx);
+	free(r->in);
+	free(r);
+}
