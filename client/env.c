@@ -275,17 +275,36 @@ static int check_own_port(const struct cm_job *job)
 	return 0;
 }
 
+/* CHANMEM_LISTEN: a rank on another host than cmrun's listens itself. */
+static int listen_on(const char *text, struct cm_job *job)
+{
+	struct sockaddr_in addr, bound;
+	if (cm_parse_hostport(text, -1, &addr) < 0 || addr.sin_port == 0) {
+		cm_err("%s: '%s' is not an IPv4 HOST:PORT address", CM_ENV_LISTEN, text);
+		return -1;
+	}
+	job->listen_fd = cm_tcp_listen(&addr, &bound);
+	if (job->listen_fd < 0) {
+		cm_err("%s: cannot listen on %s: %s (another job's port? see cmrun --port-base)",
+		       CM_ENV_LISTEN, text, strerror(errno));
+		return -1;
+	}
+	cm_set_cloexec(job->listen_fd, 1);
+	return 0;
+}
+
 static int parse_direct(const char *transport, struct cm_job *job)
 {
 	const char *peers = getenv(CM_ENV_PEERS);
 	const char *fd = getenv(CM_ENV_LISTEN_FD);
+	const char *listen = fd == NULL ? getenv(CM_ENV_LISTEN) : NULL;
 	int needed = strcmp(transport, "direct") == 0 && job->size > 1;
 	if (peers == NULL && needed) {
 		cm_err("%s is not set (the direct transport needs every rank's address)",
 		       CM_ENV_PEERS);
 		return -1;
 	}
-	if (fd == NULL && needed) {
+	if (fd == NULL && listen == NULL && needed) {
 		cm_err("%s is not set (the direct transport needs this rank's listening socket)",
 		       CM_ENV_LISTEN_FD);
 		return -1;
@@ -294,6 +313,8 @@ static int parse_direct(const char *transport, struct cm_job *job)
 	    parse_address_list(CM_ENV_PEERS, peers, job->size, job->size, &job->peers) < 0)
 		return -1;
 	if (fd != NULL && check_listen_fd(fd, job) < 0)
+		return -1;
+	if (listen != NULL && strcmp(transport, "cm") != 0 && listen_on(listen, job) < 0)
 		return -1;
 	return job->peers && job->listen_fd >= 0 ? check_own_port(job) : 0;
 }
@@ -324,8 +345,8 @@ static int parse_repl(const char *transport, struct cm_job *job)
 		cm_err("%s: too many processes", CM_ENV_REPL_PEERS);
 		return -1;
 	}
-	if (parse_address_list(CM_ENV_REPL_PEERS, peers, (int)total, (int)total,
-	                       &job->repl_peers) < 0) {
+	if (parse_address_list(CM_ENV_REPL_PEERS, peers, (int)total, (int)total, &job->repl_peers) <
+	    0) {
 		job->repl_peers = NULL;
 		return -1;
 	}

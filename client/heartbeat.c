@@ -1,10 +1,14 @@
-/* Heartbeat thread (heartbeat.h). */
+/* Heartbeat thread and the control connection of remote ranks
+ * (heartbeat.h). */
 #include "config.h"
 
 #include "heartbeat.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -12,23 +16,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "jobenv.h"
+#include "net.h"
+#include "protocol.h"
 #include "units.h"
 
+/* How long a remote rank tries to reach cmrun, and how long its control
+ * connection may go without an acknowledgement (cmrun's host gone, or a
+ * partition) before the kernel gives up on it and the rank exits. */
+#define CONTROL_CONNECT_MS 10000
+#define CONTROL_USER_TIMEOUT_MS 30000
+
 static struct {
-	pthread_mutex_t mu;
-	pthread_cond_t cond;
 	pthread_t thread;
 	bool running;
-	bool stop;
+	int stop_pipe[2];
 	int fd;
-	long interval_ms;
+	bool tcp;         /* CHANMEM_CONTROL: watch the connection, exit when it ends */
+	long interval_ms; /* 0: no heartbeats (only watching) */
+	int rank;
 	char beat[80];     /* "heartbeat R I K\n" */
 	char farewell[80]; /* "finalized R I K\n" */
-} hb = {.mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+} hb = {.fd = -1, .stop_pipe = {-1, -1}};
 
 /* One line, never blocking: the pipe is shared by every rank and by the
  * MPI_Abort report, so its descriptor stays blocking; poll says whether a
@@ -39,67 +52,150 @@ static void send_line(const char *line)
 	struct pollfd p = {.fd = hb.fd, .events = POLLOUT};
 	if (poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT))
 		return;
-	ssize_t unused = write(hb.fd, line, strlen(line));
+	ssize_t unused = send(hb.fd, line, strlen(line), MSG_NOSIGNAL);
+	if (unused < 0 && errno == ENOTSOCK)
+		unused = write(hb.fd, line, strlen(line));
 	(void)unused;
 }
 
-static void add_ms(struct timespec *t, long ms)
+/* cmrun closed the connection (it gave this incarnation up, or the job
+ * ended) or it broke: nobody supervises this process any more, and a
+ * replacement may already run elsewhere. */
+static void __attribute__((noreturn)) control_lost(const char *why)
 {
-	t->tv_sec += ms / 1000;
-	t->tv_nsec += (ms % 1000) * 1000000L;
-	if (t->tv_nsec >= 1000000000L) {
-		t->tv_nsec -= 1000000000L;
-		t->tv_sec++;
-	}
+	char line[160];
+	int n = snprintf(line, sizeof line,
+	                 "chanmem: rank %d: the connection to cmrun ended (%s); exiting\n", hb.rank,
+	                 why);
+	ssize_t unused = write(STDERR_FILENO, line, (size_t)n);
+	(void)unused;
+	_exit(1);
+}
+
+static long long now_ms(void)
+{
+	return cm_now_ms();
 }
 
 static void *heartbeat_main(void *arg)
 {
 	(void)arg;
-	struct timespec next;
-	clock_gettime(CLOCK_MONOTONIC, &next);
-	pthread_mutex_lock(&hb.mu);
-	while (!hb.stop) {
-		send_line(hb.beat);
-		add_ms(&next, hb.interval_ms);
-		while (!hb.stop && pthread_cond_timedwait(&hb.cond, &hb.mu, &next) != ETIMEDOUT)
-			;
+	long long next = now_ms();
+	for (;;) {
+		if (hb.interval_ms > 0 && now_ms() >= next) {
+			send_line(hb.beat);
+			next += hb.interval_ms;
+			if (next < now_ms())
+				next = now_ms() + hb.interval_ms; /* descheduled: no burst */
+		}
+		long long left = hb.interval_ms > 0 ? next - now_ms() : -1;
+		struct pollfd p[2] = {{.fd = hb.stop_pipe[0], .events = POLLIN},
+		                      {.fd = hb.fd, .events = POLLIN}};
+		int r = poll(p, hb.tcp ? 2 : 1,
+		             left < 0         ? -1
+		             : left > INT_MAX ? INT_MAX
+		                              : (int)left);
+		if (r < 0 && errno != EINTR)
+			break;
+		if (r > 0 && p[0].revents)
+			break; /* cm_heartbeat_stop */
+		if (r > 0 && hb.tcp && p[1].revents) {
+			char buf[64];
+			ssize_t n = recv(hb.fd, buf, sizeof buf, MSG_DONTWAIT);
+			if (n == 0)
+				control_lost("closed by cmrun");
+			if (n < 0 && errno != EAGAIN && errno != EINTR)
+				control_lost(strerror(errno));
+			/* cmrun sends nothing else: ignored */
+		}
 	}
-	pthread_mutex_unlock(&hb.mu);
 	return NULL;
+}
+
+/* Connects to cmrun at text ("IP:PORT"), says who this is. Exits the
+ * process when cmrun cannot be reached: nothing would supervise it. */
+static int control_connect(const char *text, int rank, unsigned incarnation, int replica)
+{
+	struct sockaddr_in addr;
+	const char *secret = getenv(CM_ENV_SECRET);
+	if (cm_parse_hostport(text, -1, &addr) < 0 || addr.sin_port == 0) {
+		fprintf(stderr, "chanmem: rank %d: %s='%s' is not an IPv4 HOST:PORT address\n",
+		        rank, CM_ENV_CONTROL, text);
+		_exit(1);
+	}
+	int fd = cm_tcp_connect(&addr, CONTROL_CONNECT_MS);
+	if (fd < 0) {
+		fprintf(
+		    stderr,
+		    "chanmem: rank %d: cannot reach cmrun at %s (%s): %s; a firewall between the "
+		    "hosts? (docs/deployment.md)\n",
+		    rank, CM_ENV_CONTROL, text, strerror(errno));
+		_exit(1);
+	}
+	cm_set_cloexec(fd, 1);
+	int on = 1, idle = 10, intvl = 5, cnt = 3;
+	unsigned user_timeout = CONTROL_USER_TIMEOUT_MS;
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
+	char hello[CM_SECRET_LEN + 96];
+	int n = snprintf(hello, sizeof hello, "%s\nhello %d %u %d\n", secret ? secret : "", rank,
+	                 incarnation, replica);
+	if (cm_write_full(fd, hello, (size_t)n) < 0) {
+		fprintf(stderr, "chanmem: rank %d: control connection to %s: %s\n", rank, text,
+		        strerror(errno));
+		_exit(1);
+	}
+	/* The MPI_Abort report (mpi_init.c) finds its way through the same
+	 * connection. */
+	char fd_text[16];
+	snprintf(fd_text, sizeof fd_text, "%d", fd);
+	setenv(CM_ENV_CONTROL_FD, fd_text, 1);
+	return fd;
 }
 
 void cm_heartbeat_start(int rank, unsigned incarnation, int replica)
 {
+	const char *control = getenv(CM_ENV_CONTROL);
 	const char *fd_text = getenv(CM_ENV_CONTROL_FD);
 	const char *ms_text = getenv(CM_ENV_HEARTBEAT_MS);
-	long fd, ms;
-	if (hb.running || fd_text == NULL || ms_text == NULL)
+	long fd = -1, ms = 0;
+	if (hb.running)
 		return;
-	if (cm_parse_long(fd_text, 0, INT_MAX, &fd) < 0 ||
-	    cm_parse_long(ms_text, 1, CM_HEARTBEAT_MAX_MS, &ms) < 0) {
+	hb.rank = rank;
+	hb.tcp = control != NULL;
+	if (hb.tcp) {
+		fd = control_connect(control, rank, incarnation, replica);
+	} else if (fd_text == NULL || ms_text == NULL) {
+		return;
+	} else if (cm_parse_long(fd_text, 0, INT_MAX, &fd) < 0) {
 		fprintf(stderr,
-		        "chanmem: rank %d: ignoring %s='%s' / %s='%s' (want a descriptor and "
-		        "1..%d ms): no heartbeats\n",
-		        rank, CM_ENV_CONTROL_FD, fd_text, CM_ENV_HEARTBEAT_MS, ms_text,
-		        CM_HEARTBEAT_MAX_MS);
+		        "chanmem: rank %d: ignoring %s='%s' (want a descriptor): no heartbeats\n",
+		        rank, CM_ENV_CONTROL_FD, fd_text);
 		return;
+	}
+	if (ms_text && cm_parse_long(ms_text, 1, CM_HEARTBEAT_MAX_MS, &ms) < 0) {
+		fprintf(stderr,
+		        "chanmem: rank %d: ignoring %s='%s' (want 1..%d ms): no heartbeats\n", rank,
+		        CM_ENV_HEARTBEAT_MS, ms_text, CM_HEARTBEAT_MAX_MS);
+		if (!hb.tcp)
+			return;
+		ms = 0;
 	}
 	hb.fd = (int)fd;
 	hb.interval_ms = ms;
-	hb.stop = false;
 	snprintf(hb.beat, sizeof hb.beat, "heartbeat %d %u %d\n", rank, incarnation, replica);
 	snprintf(hb.farewell, sizeof hb.farewell, "finalized %d %u %d\n", rank, incarnation,
 	         replica);
 	/* The first beat from MPI_Init itself: cmrun watches a rank from its
 	 * first beat on, and a program that stops right after MPI_Init (before
 	 * the thread ever ran) must be watched too. */
-	send_line(hb.beat);
-	pthread_condattr_t attr;
-	pthread_condattr_init(&attr);
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	pthread_cond_init(&hb.cond, &attr);
-	pthread_condattr_destroy(&attr);
+	if (ms > 0)
+		send_line(hb.beat);
+	if (pipe2(hb.stop_pipe, O_CLOEXEC) < 0)
+		return;
 	/* The program's signals (SIGALRM, SIGUSR1, ...) go to its own threads,
 	 * never to this one. */
 	sigset_t all, old;
@@ -107,20 +203,23 @@ void cm_heartbeat_start(int rank, unsigned incarnation, int replica)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	hb.running = pthread_create(&hb.thread, NULL, heartbeat_main, NULL) == 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (!hb.running)
-		pthread_cond_destroy(&hb.cond);
+	if (!hb.running) {
+		close(hb.stop_pipe[0]);
+		close(hb.stop_pipe[1]);
+		hb.stop_pipe[0] = hb.stop_pipe[1] = -1;
+	}
 }
 
 void cm_heartbeat_stop(void)
 {
 	if (!hb.running)
 		return;
-	pthread_mutex_lock(&hb.mu);
-	hb.stop = true;
-	pthread_cond_signal(&hb.cond);
-	pthread_mutex_unlock(&hb.mu);
+	ssize_t unused = write(hb.stop_pipe[1], "x", 1);
+	(void)unused;
 	pthread_join(hb.thread, NULL);
-	pthread_cond_destroy(&hb.cond);
+	close(hb.stop_pipe[0]);
+	close(hb.stop_pipe[1]);
+	hb.stop_pipe[0] = hb.stop_pipe[1] = -1;
 	hb.running = false;
 	send_line(hb.farewell);
 }

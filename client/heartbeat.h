@@ -8,7 +8,15 @@
  *   finalized RANK INCARNATION REPLICA     (last one: stop watching me)
  *
  * Without both variables (no cmrun, or heartbeats off) nothing is started.
- * Never writes to stdout; a bad value is reported once on stderr. */
+ * Never writes to stdout; a bad value is reported once on stderr.
+ *
+ * A rank on another host than cmrun gets CHANMEM_CONTROL=IP:PORT instead
+ * of a pipe (common/jobenv.h): MPI_Init connects there, sends the job
+ * secret and "hello RANK INCARNATION REPLICA", and the same lines follow
+ * on that connection (the MPI_Abort report too: CHANMEM_CONTROL_FD is set
+ * to it). The thread also watches it: when it ends (cmrun gave this
+ * incarnation up, or is gone) the process exits at once, so a rank cut
+ * off by a partition never runs on as a stale incarnation. */
 #ifndef CHANMEM_HEARTBEAT_H
 #define CHANMEM_HEARTBEAT_H
 

@@ -16,6 +16,15 @@
 /* Inherited pipe to cmrun: a rank writes "abort RANK CODE\n" before it
  * exits from MPI_Abort, so the job's status is that code. */
 #define CM_ENV_CONTROL_FD "CHANMEM_CONTROL_FD"
+/* A rank on another host (docs/deployment.md) cannot inherit descriptors:
+ * it connects to cmrun at CHANMEM_CONTROL ("IP:PORT") instead of writing
+ * to CHANMEM_CONTROL_FD, sends the job secret as the first line, then
+ * "hello RANK INCARNATION REPLICA", then the same lines as on the pipe;
+ * when that connection ends, the process exits. A direct-transport rank
+ * there listens on CHANMEM_LISTEN ("IP:PORT", its entry in
+ * CHANMEM_PEERS) instead of inheriting CHANMEM_LISTEN_FD. */
+#define CM_ENV_CONTROL "CHANMEM_CONTROL"
+#define CM_ENV_LISTEN "CHANMEM_LISTEN"
 /* Replication (cmrun --replicate r, transport "repl"): this process's
  * replica index 0..r-1, the replica count r, and the listening address of
  * every replica process ("h:p,...", index rank * r + replica). */

@@ -20,6 +20,7 @@
 
 #include "ckpt.h"
 #include "jobenv.h"
+#include "launch.h"
 #include "log.h"
 #include "net.h"
 #include "output.h"
@@ -54,8 +55,13 @@ static int read_address(int fd, char *addr, size_t len)
 		char *nl = strchr(buf, '\n');
 		if (nl) {
 			*nl = '\0';
+			/* A remote server's stdout: its "listening on" line. */
+			static const char listening[] = "ckptserver: listening on ";
+			const char *text = buf;
+			if (strncmp(buf, listening, sizeof listening - 1) == 0)
+				text += sizeof listening - 1;
 			struct sockaddr_in sa;
-			if (cm_parse_hostport(buf, -1, &sa) < 0 || sa.sin_port == 0)
+			if (cm_parse_hostport(text, -1, &sa) < 0 || sa.sin_port == 0)
 				return -1;
 			cm_format_addr(&sa, addr, len);
 			return 0;
@@ -64,11 +70,14 @@ static int read_address(int fd, char *addr, size_t len)
 	return -1;
 }
 
+static int started(struct job *job, pid_t pid, int ready_rd, char *path, const char *why);
+
 int ckpt_server_start(struct job *job)
 {
 	const struct cmrun_options *o = job->opts;
 	char why[PATH_MAX + 256];
 	job->ckpt_pid = 0;
+	job->ckpt_stdin = -1;
 	if (o->ckpt_dir == NULL)
 		return 0;
 	char *path =
@@ -91,18 +100,38 @@ int ckpt_server_start(struct job *job)
 		free(path);
 		return -1;
 	}
-	char ready_fd[16], secret_var[64];
+	char ready_fd[16], secret_var[64], listen[32];
+	int host = hosts_of_ckpt(&o->hosts);
+	bool remote = launch_is_remote(o, host);
+	/* Reached by ranks on other hosts when some are remote. */
+	snprintf(listen, sizeof listen, "%s:0",
+	         remote            ? o->hosts.list[host].addr
+	         : job->any_remote ? job->local_ip
+	                           : "127.0.0.1");
 	snprintf(ready_fd, sizeof ready_fd, "%d", ready[1]);
 	snprintf(secret_var, sizeof secret_var, "%s=%s", CM_ENV_SECRET, job->secret);
-	char *argv[] = {"ckptserver",
-	                "--dir",
-	                (char *)o->ckpt_dir,
-	                "--listen",
-	                "127.0.0.1:0",
-	                "--ready-fd",
-	                ready_fd,
-	                o->verbosity >= 2 ? "--verbose" : NULL,
-	                NULL};
+	char *argv[10];
+	int argc = 0;
+	argv[argc++] = remote ? path : "ckptserver";
+	argv[argc++] = "--dir";
+	argv[argc++] = (char *)o->ckpt_dir;
+	argv[argc++] = "--listen";
+	argv[argc++] = listen;
+	if (!remote) {
+		argv[argc++] = "--ready-fd";
+		argv[argc++] = ready_fd;
+	}
+	if (o->verbosity >= 2)
+		argv[argc++] = "--verbose";
+	argv[argc] = NULL;
+	if (remote) {
+		/* No descriptor crosses the launcher: the address comes on its
+		 * stdout ("ckptserver: listening on HOST:PORT"). */
+		pid_t pid = spawn_remote_server(job, host, argv, ready[1], STDERR_FILENO,
+		                                &job->ckpt_stdin, why, sizeof why);
+		close(ready[1]);
+		return started(job, pid, ready[0], path, why);
+	}
 	char **env = spawn_build_env(job, NULL, secret_var, NULL, NULL);
 	if (env == NULL) {
 		output_message("error: ckptserver: out of memory");
@@ -123,6 +152,14 @@ int ckpt_server_start(struct job *job)
 	pid_t pid = spawn_process(&spec, why, sizeof why);
 	free(env);
 	close(ready[1]);
+	return started(job, pid, ready[0], path, why);
+}
+
+/* Waits for the address of the server just spawned (pid, or -1 with why). */
+static int started(struct job *job, pid_t pid, int ready_rd, char *path, const char *why)
+{
+	const struct cmrun_options *o = job->opts;
+	int ready[1] = {ready_rd};
 	if (pid < 0) {
 		output_message("error: ckptserver: %s", why);
 		close(ready[0]);
@@ -164,6 +201,10 @@ void ckpt_server_stop(struct job *job)
 		return;
 	pid_t pid = job->ckpt_pid;
 	job->ckpt_pid = 0;
+	if (job->ckpt_stdin >= 0) {
+		close(job->ckpt_stdin); /* stops it behind ssh or a template */
+		job->ckpt_stdin = -1;
+	}
 	kill(pid, SIGTERM);
 	for (int waited = 0;; waited += 10) {
 		int status;

@@ -7,7 +7,10 @@
  *   input.c    cmrun's stdin to rank 0
  *   procs.c    the rank and CM tables: wait statuses, signalling, addresses
  *   job.c      the event loop: start-up, exits, signals, timeout, teardown
- *   hosts.c    --hosts / --host: named groups of ranks, placement by slots
+ *   hosts.c    --hosts / --host: hosts, their roles, placement (--map-by)
+ *   launch.c   --launch: ssh, srun, netns, templates
+ *   remote.c   control connections of remote ranks, node failure
+ *   remote_exec.c  cmrun --remote-exec: the launch helper on remote hosts
  *   ft.c       restarts, fault injection, the status line
  *   detect.c   failure detection: CM reports, heartbeats
  *   control.c  the ranks' control pipe (MPI_Abort, heartbeats)
@@ -26,9 +29,11 @@
 #include <unistd.h>
 
 #include "job.h"
+#include "launch.h"
 #include "log.h"
 #include "options.h"
 #include "output.h"
+#include "remote_exec.h"
 #include "spawn.h"
 
 /* A cmrun started with fd 0, 1 or 2 closed would hand those numbers to its
@@ -68,10 +73,39 @@ static void ensure_fd_limit(const struct cmrun_options *o)
 		       o->nranks, (unsigned long long)need, (unsigned long long)rl.rlim_cur);
 }
 
+/* --print-map for a job with remote hosts: each host's launch, then where
+ * the servers go. */
+static void print_remote_plan(const struct cmrun_options *o)
+{
+	char line[1024], roles[32];
+	for (int i = 0; i < o->hosts.count; i++) {
+		const struct cmrun_host *h = &o->hosts.list[i];
+		hosts_roles_text(h->roles, roles, sizeof roles);
+		launch_host_line(o, i, line, sizeof line);
+		printf("host %s addr %s slots %d roles %s: %s\n", h->name, h->addr, h->slots, roles,
+		       line);
+	}
+	for (int cm = 0; o->transport == CMRUN_TRANSPORT_CM && cm < o->ncms; cm++) {
+		const struct cmrun_host *h = &o->hosts.list[hosts_of_cm(&o->hosts, cm)];
+		printf("cmserver %d -> %s (%s)\n", cm, h->name, h->addr);
+	}
+	if (o->ckpt_dir) {
+		const struct cmrun_host *h = &o->hosts.list[hosts_of_ckpt(&o->hosts)];
+		printf("ckptserver -> %s (%s)\n", h->name, h->addr);
+	}
+}
+
 /* --print-map: where every rank goes, without running anything. Home CM
- * as the ranks compute it without CHANMEM_HOME: rank % ncms. */
+ * as the ranks compute it without CHANMEM_HOME: rank % ncms. With remote
+ * hosts, their launch command lines and the servers come first; {cmd} is
+ * "CMRUN --remote-exec CHANMEM_...=... PROGRAM ARGS" (remote_exec.h). */
 static int print_map(const struct cmrun_options *o)
 {
+	bool remote = false;
+	for (int i = 0; i < o->hosts.count; i++)
+		remote = remote || launch_is_remote(o, i);
+	if (remote)
+		print_remote_plan(o);
 	for (int rank = 0; rank < o->nranks; rank++) {
 		const char *host = o->hosts.list[hosts_of_rank(&o->hosts, rank)].name;
 		if (o->transport == CMRUN_TRANSPORT_CM)
@@ -86,6 +120,14 @@ static int print_map(const struct cmrun_options *o)
 	return fflush(stdout) == 0 && !ferror(stdout) ? 0 : CMRUN_EXIT_FAILURE;
 }
 
+static void free_exports(struct cmrun_options *o)
+{
+	for (int i = 0; i < o->nexports; i++)
+		free(o->exports[i]);
+	free(o->exports);
+	o->exports = NULL;
+}
+
 int main(int argc, char **argv)
 {
 	struct cmrun_options opts;
@@ -94,11 +136,14 @@ int main(int argc, char **argv)
 	int status;
 
 	ensure_standard_fds();
+	if (argc > 1 && strcmp(argv[1], CMRUN_REMOTE_EXEC_OPTION) == 0)
+		remote_exec_main(argc - 2, argv + 2);
 	cmrun_parse_options(argc, argv, &opts);
 	cm_log_init("cmrun", opts.verbosity);
 	if (opts.print_map) {
 		status = print_map(&opts);
 		hosts_free(&opts.hosts);
+		free_exports(&opts);
 		return status;
 	}
 	ensure_fd_limit(&opts);
@@ -145,6 +190,7 @@ int main(int argc, char **argv)
 	if (!abandon) {
 		job_free(&job); /* a writer thread may still use the loop otherwise */
 		hosts_free(&opts.hosts);
+		free_exports(&opts);
 	}
 	return status;
 }

@@ -10,7 +10,7 @@
 
 #include "output.h"
 
-static void handle_line(struct job *job, const char *line)
+void control_handle_line(struct job *job, const char *line)
 {
 	int rank, code, replica;
 	unsigned incarnation;
@@ -47,7 +47,7 @@ void control_drain(struct job *job)
 		char *start = job->control_buf, *nl;
 		while ((nl = strchr(start, '\n')) != NULL) {
 			*nl = '\0';
-			handle_line(job, start);
+			control_handle_line(job, start);
 			start = nl + 1;
 		}
 		job->control_len -= (size_t)(start - job->control_buf);

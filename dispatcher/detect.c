@@ -47,8 +47,13 @@ void detect_declare_failed(struct job *job, struct rank_proc *r, const char *why
 		output_verbose("rank %d (pid %d, incarnation %u) declared failed: %s; killing it",
 		               r->rank, (int)r->pid, r->incarnation, why);
 	/* By pid, a child cmrun has not reaped: it cannot be someone else's.
-	 * SIGKILL also ends a stopped process. */
-	kill(r->pid, SIGKILL);
+	 * SIGKILL also ends a stopped process. A remote rank's pid is its
+	 * launcher's (or the rank itself, through ip netns exec), its group
+	 * holds what the launcher started here: closing its
+	 * control connection makes a rank that is cut off exit once it hears
+	 * of it, so it cannot come back as a stale incarnation. */
+	kill(r->remote ? -r->pid : r->pid, SIGKILL);
+	remote_detach(job, r);
 }
 
 void detect_rank_spawned(struct job *job, struct rank_proc *r)
@@ -95,9 +100,19 @@ static void on_lost_confirm(struct ev_loop *loop, ev_timer *w, int revents)
 	if (r->state != PROC_RUNNING || !process_alive(r->pid))
 		return; /* exiting: its exit status tells what happened */
 	char why[96];
-	snprintf(why, sizeof why, "its connection to cmserver %d ended without MPI_Finalize",
-	         r->lost_cm);
+	if (r->lost_cm < 0)
+		snprintf(why, sizeof why, "its control connection ended without MPI_Finalize");
+	else
+		snprintf(why, sizeof why,
+		         "its connection to cmserver %d ended without MPI_Finalize", r->lost_cm);
 	detect_declare_failed(job, r, why);
+}
+
+void detect_confirm_lost(struct job *job, struct rank_proc *r)
+{
+	ev_timer_init(&r->lost_timer, on_lost_confirm, CMRUN_LOST_CONFIRM, 0.);
+	r->lost_timer.data = r;
+	ev_timer_start(job->loop, &r->lost_timer);
 }
 
 static void lost_report(struct job *job, struct cm_proc *cm, int rank, unsigned incarnation)
@@ -116,9 +131,7 @@ static void lost_report(struct job *job, struct cm_proc *cm, int rank, unsigned 
 	               incarnation);
 	r->lost_incarnation = incarnation;
 	r->lost_cm = cm->index;
-	ev_timer_init(&r->lost_timer, on_lost_confirm, CMRUN_LOST_CONFIRM, 0.);
-	r->lost_timer.data = r;
-	ev_timer_start(job->loop, &r->lost_timer);
+	detect_confirm_lost(job, r);
 }
 
 static void report_line(struct job *job, struct cm_proc *cm, const char *line)
@@ -130,6 +143,12 @@ static void report_line(struct job *job, struct cm_proc *cm, const char *line)
 	if (sscanf(line, "lost %d %u %c", &rank, &incarnation, &extra) == 2 && rank >= 0 &&
 	    rank < job->opts->nranks && strchr(line, '-') == NULL) {
 		lost_report(job, cm, rank, incarnation);
+		return;
+	}
+	/* A remote CM's first line on its stdout (spawn.c). */
+	static const char listening[] = "cmserver: listening on ";
+	if (cm->remote && strncmp(line, listening, sizeof listening - 1) == 0) {
+		job_cm_ready(job, cm, line + sizeof listening - 1);
 		return;
 	}
 	if (sscanf(line, "stats %llu %llu %c", &bytes, &replayed, &extra) == 2) {

@@ -99,8 +99,9 @@ static bool kill_rank(struct job *job, struct rank_proc *r, int sig, const char 
 	if (r->state != PROC_RUNNING || r->pid <= 0)
 		return false;
 	/* By pid, a process cmrun started and has not reaped: it cannot be
-	 * someone else's. */
-	if (kill(r->pid, sig) < 0)
+	 * someone else's. A remote rank's launcher: its whole group (the
+	 * launcher may have forked; the group id is its unreaped pid). */
+	if (kill(r->remote ? -r->pid : r->pid, sig) < 0)
 		return false;
 	job->kills_done++;
 	output_verbose("%s: %s to rank %d (pid %d, incarnation %u)", why, name, r->rank,
@@ -115,7 +116,9 @@ static void on_kill_host(struct ev_loop *loop, ev_timer *w, int revents)
 	if (job->phase != PHASE_RUN)
 		return;
 	/* Every rank of the host in one go, as when a machine goes down: the
-	 * restarts overlap, and each replays from its home CM. */
+	 * restarts overlap, and each replays from its home CM. (A remote
+	 * rank's launcher: killing it ends the control connection, which makes
+	 * the rank exit if the launcher does not take it along.) */
 	int killed = 0;
 	for (int i = 0; i < job->nprocs; i++)
 		if (job->ranks[i].host_index == o->kill_host &&
@@ -123,6 +126,8 @@ static void on_kill_host(struct ev_loop *loop, ev_timer *w, int revents)
 			killed++;
 	output_verbose("--kill-host: host %s, %d rank%s killed", o->hosts.list[o->kill_host].name,
 	               killed, killed == 1 ? "" : "s");
+	/* A remote job moves the host's ranks away, as after a node crash. */
+	remote_host_killed(job, o->kill_host);
 }
 
 static void on_kill_every(struct ev_loop *loop, ev_timer *w, int revents)
@@ -263,6 +268,8 @@ bool ft_rank_failed(struct job *job, struct rank_proc *r, int wait_status)
 	job->restarts_total++;
 	output_verbose("rank %d (pid %d) %s: restarting it as incarnation %u (restart %d of %d)",
 	               r->rank, (int)r->pid, how, r->incarnation, r->restarts, o->max_restarts);
+	if (r->remote)
+		return remote_restart_later(job, r); /* where depends on its host's fate */
 	if (spawn_rank(job, r) < 0) {
 		output_message("rank %d %s, and restarting it failed", r->rank, how);
 		return false;
@@ -270,4 +277,16 @@ bool ft_rank_failed(struct job *job, struct rank_proc *r, int wait_status)
 	output_source_skip(r->out, r->out_seen);
 	output_source_skip(r->err, r->err_seen);
 	return true;
+}
+
+void ft_respawn(struct job *job, struct rank_proc *r)
+{
+	if (spawn_rank(job, r) < 0) {
+		output_message("rank %d: restarting it failed", r->rank);
+		r->stop_reported = true;
+		job_stop(job, CMRUN_EXIT_FAILURE);
+		return;
+	}
+	output_source_skip(r->out, r->out_seen);
+	output_source_skip(r->err, r->err_seen);
 }

@@ -3,6 +3,7 @@
 
 #include "hosts.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -37,8 +38,15 @@ static int parse_slots(const char *text, int *out)
 	return 0;
 }
 
+/* Attributes of a host line, one row each in attr_table. */
+struct host_attrs {
+	int slots;
+	char addr[16];
+	unsigned roles;
+};
+
 /* Adds a host; where says where it came from ("FILE:LINE" or "--host"). */
-static int add_host(struct cmrun_hosts *h, const char *name, size_t len, int slots,
+static int add_host(struct cmrun_hosts *h, const char *name, size_t len, const struct host_attrs *a,
                     const char *where, char *err, size_t errlen)
 {
 	if (!valid_name(name, len)) {
@@ -68,9 +76,12 @@ static int add_host(struct cmrun_hosts *h, const char *name, size_t len, int slo
 		return -1;
 	}
 	h->list[h->count].name = copy;
-	h->list[h->count].slots = slots;
+	h->list[h->count].slots = a->slots;
+	snprintf(h->list[h->count].addr, sizeof h->list[h->count].addr, "%s", a->addr);
+	h->list[h->count].roles = a->roles;
 	h->count++;
-	h->total_slots += slots;
+	if (a->roles & HOST_ROLE_RANK)
+		h->total_slots += a->slots;
 	if (h->total_slots > CMRUN_MAX_RANKS)
 		h->total_slots = CMRUN_MAX_RANKS; /* enough for any job; no overflow */
 	return 0;
@@ -79,15 +90,44 @@ static int add_host(struct cmrun_hosts *h, const char *name, size_t len, int slo
 #define HOSTS_STR_(x) #x
 #define HOSTS_STR(x) HOSTS_STR_(x)
 
-/* Attributes of a host line. Issue 8 adds addresses, roles, launch
- * templates: one row each. */
-struct host_attrs {
-	int slots;
-};
-
 static int set_slots(struct host_attrs *a, const char *value)
 {
 	return parse_slots(value, &a->slots);
+}
+
+/* A dotted quad (no names: a host file must not depend on a resolver that
+ * may differ between hosts), not 0.0.0.0 nor broadcast or multicast. */
+static int set_addr(struct host_attrs *a, const char *value)
+{
+	struct in_addr in;
+	if (strlen(value) >= sizeof a->addr || inet_pton(AF_INET, value, &in) != 1)
+		return -1;
+	uint32_t v = ntohl(in.s_addr);
+	if (v == 0 || v == 0xffffffffu || (v >> 28) == 0xe)
+		return -1;
+	strcpy(a->addr, value);
+	return 0;
+}
+
+static int set_roles(struct host_attrs *a, const char *value)
+{
+	unsigned roles = 0;
+	const char *p = value;
+	for (;;) {
+		size_t len = strcspn(p, ",");
+		unsigned role = len == 4 && strncmp(p, "rank", 4) == 0   ? HOST_ROLE_RANK
+		                : len == 2 && strncmp(p, "cm", 2) == 0   ? HOST_ROLE_CM
+		                : len == 4 && strncmp(p, "ckpt", 4) == 0 ? HOST_ROLE_CKPT
+		                                                         : 0;
+		if (role == 0 || (roles & role))
+			return -1; /* unknown, empty or repeated */
+		roles |= role;
+		if (p[len] == '\0')
+			break;
+		p += len + 1;
+	}
+	a->roles = roles;
+	return 0;
 }
 
 static const struct {
@@ -96,6 +136,8 @@ static const struct {
 	const char *want; /* for the error message */
 } attr_table[] = {
     {"slots", set_slots, "a number of ranks from 1 to " HOSTS_STR(CMRUN_MAX_RANKS)},
+    {"addr", set_addr, "an IPv4 address such as 10.0.0.2 (no names)"},
+    {"roles", set_roles, "a comma list of rank, cm and ckpt, each once, such as rank,cm"},
 };
 
 static int parse_attr(struct host_attrs *a, char *word, const char *where, char *err, size_t errlen)
@@ -116,7 +158,8 @@ static int parse_attr(struct host_attrs *a, char *word, const char *where, char 
 		}
 		return 0;
 	}
-	snprintf(err, errlen, "%s: unknown attribute '%s' (known: slots)", where, word);
+	snprintf(err, errlen, "%s: unknown attribute '%s' (known: slots, addr, roles)", where,
+	         word);
 	return -1;
 }
 
@@ -148,12 +191,12 @@ int hosts_parse_file(const char *path, struct cmrun_hosts *out, char *err, size_
 		char *name = strtok_r(line, " \t\r\n", &save);
 		if (name == NULL)
 			continue; /* blank or comment */
-		struct host_attrs attrs = {.slots = 1};
+		struct host_attrs attrs = {.slots = 1, .roles = HOST_ROLE_RANK};
 		char *word;
 		while (rc == 0 && (word = strtok_r(NULL, " \t\r\n", &save)) != NULL)
 			rc = parse_attr(&attrs, word, where, err, errlen);
 		if (rc == 0)
-			rc = add_host(out, name, strlen(name), attrs.slots, where, err, errlen);
+			rc = add_host(out, name, strlen(name), &attrs, where, err, errlen);
 	}
 	if (rc == 0 && ferror(f)) {
 		snprintf(err, errlen, "--hosts %s: read error", path);
@@ -161,6 +204,10 @@ int hosts_parse_file(const char *path, struct cmrun_hosts *out, char *err, size_
 	}
 	if (rc == 0 && out->count == 0) {
 		snprintf(err, errlen, "--hosts %s: no host in the file", path);
+		rc = -1;
+	}
+	if (rc == 0 && out->total_slots == 0) {
+		snprintf(err, errlen, "--hosts %s: no host with role rank (roles=rank,...)", path);
 		rc = -1;
 	}
 	free(line);
@@ -179,6 +226,7 @@ int hosts_parse_list(const char *text, struct cmrun_hosts *out, char *err, size_
 		size_t len = end ? (size_t)(end - p) : strlen(p);
 		const char *colon = memchr(p, ':', len);
 		size_t name_len = colon ? (size_t)(colon - p) : len;
+		struct host_attrs attrs = {.slots = 1, .roles = HOST_ROLE_RANK};
 		int slots = 1;
 		if (colon) {
 			char num[16];
@@ -199,7 +247,8 @@ int hosts_parse_list(const char *text, struct cmrun_hosts *out, char *err, size_
 				return -1;
 			}
 		}
-		if (add_host(out, p, name_len, slots, "--host", err, errlen) < 0) {
+		attrs.slots = slots;
+		if (add_host(out, p, name_len, &attrs, "--host", err, errlen) < 0) {
 			hosts_free(out);
 			return -1;
 		}
@@ -217,21 +266,89 @@ int hosts_find(const struct cmrun_hosts *h, const char *name)
 	return -1;
 }
 
+/* The n-th host with role `role` (n taken modulo their count), or -1. */
+static int nth_with_role(const struct cmrun_hosts *h, unsigned role, int n)
+{
+	int count = 0;
+	for (int i = 0; i < h->count; i++)
+		count += (h->list[i].roles & role) != 0;
+	if (count == 0)
+		return -1;
+	n %= count;
+	for (int i = 0; i < h->count; i++)
+		if ((h->list[i].roles & role) && n-- == 0)
+			return i;
+	return -1;
+}
+
+int hosts_place(struct cmrun_hosts *h, int nranks)
+{
+	free(h->rank_host);
+	h->rank_host = calloc((size_t)(nranks ? nranks : 1), sizeof *h->rank_host);
+	if (h->rank_host == NULL)
+		return -1;
+	h->nranks = nranks;
+	int *used = calloc((size_t)h->count, sizeof *used);
+	if (used == NULL)
+		return -1;
+	int cursor = 0;
+	for (int rank = 0; rank < nranks; rank++) {
+		int chosen = -1;
+		/* By slot: the first rank host with a free slot. By host: the
+		 * next one after the previous rank's that has one. */
+		for (int k = 0; k < h->count && chosen < 0; k++) {
+			int i = h->map_by == MAP_BY_HOST ? (cursor + k) % h->count : k;
+			if ((h->list[i].roles & HOST_ROLE_RANK) && used[i] < h->list[i].slots)
+				chosen = i;
+		}
+		if (chosen < 0)
+			chosen = nth_with_role(h, HOST_ROLE_RANK, rank); /* more ranks than slots */
+		used[chosen]++;
+		cursor = chosen + 1;
+		h->rank_host[rank] = chosen;
+	}
+	free(used);
+	return 0;
+}
+
 int hosts_of_replica(const struct cmrun_hosts *h, int rank, int replica)
 {
 	int first = hosts_of_rank(h, rank);
-	return first < 0 || h->count == 0 ? first : (first + replica) % h->count;
+	if (first < 0 || replica == 0)
+		return first;
+	/* replica k: k rank hosts further on */
+	int nth = 0;
+	for (int i = 0; i < first; i++)
+		nth += (h->list[i].roles & HOST_ROLE_RANK) != 0;
+	return nth_with_role(h, HOST_ROLE_RANK, nth + replica);
 }
 
 int hosts_of_rank(const struct cmrun_hosts *h, int rank)
 {
-	int first = 0;
-	for (int i = 0; i < h->count; i++) {
-		if (rank < first + h->list[i].slots)
-			return i;
-		first += h->list[i].slots;
-	}
-	return -1; /* more ranks than slots: refused by option parsing */
+	if (rank < 0 || rank >= h->nranks || h->rank_host == NULL)
+		return -1;
+	return h->rank_host[rank];
+}
+
+int hosts_of_cm(const struct cmrun_hosts *h, int cm)
+{
+	int i = nth_with_role(h, HOST_ROLE_CM, cm);
+	return i >= 0 ? i : nth_with_role(h, HOST_ROLE_RANK, cm);
+}
+
+int hosts_of_ckpt(const struct cmrun_hosts *h)
+{
+	int i = nth_with_role(h, HOST_ROLE_CKPT, 0);
+	return i >= 0 ? i : 0;
+}
+
+void hosts_roles_text(unsigned roles, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%s%s%s%s", roles & HOST_ROLE_RANK ? "rank" : "",
+	         (roles & HOST_ROLE_RANK) && (roles & (HOST_ROLE_CM | HOST_ROLE_CKPT)) ? "," : "",
+	         roles & HOST_ROLE_CM ? "cm" : "",
+	         (roles & HOST_ROLE_CM) && (roles & HOST_ROLE_CKPT) ? "," : "",
+	         roles & HOST_ROLE_CKPT ? "ckpt" : "");
 }
 
 void hosts_free(struct cmrun_hosts *h)
@@ -239,25 +356,33 @@ void hosts_free(struct cmrun_hosts *h)
 	for (int i = 0; i < h->count; i++)
 		free(h->list[i].name);
 	free(h->list);
+	free(h->rank_host);
 	memset(h, 0, sizeof *h);
 }
 
 void hosts_report_placement(const struct cmrun_hosts *h, int nranks)
 {
-	int first = 0;
 	for (int i = 0; i < h->count; i++) {
 		const struct cmrun_host *host = &h->list[i];
-		int n = first + host->slots > nranks ? nranks - first : host->slots;
 		const char *plural = host->slots == 1 ? "" : "s";
-		if (n <= 0)
-			output_verbose("host %s (%d slot%s): no rank", host->name, host->slots,
-			               plural);
-		else if (n == 1)
-			output_verbose("host %s (%d slot%s): rank %d", host->name, host->slots,
-			               plural, first);
-		else
-			output_verbose("host %s (%d slot%s): ranks %d-%d", host->name, host->slots,
-			               plural, first, first + n - 1);
-		first += host->slots;
+		char ranks[96] = "";
+		size_t len = 0;
+		int n = 0;
+		for (int r = 0; r < nranks && r < h->nranks; r++) {
+			if (h->rank_host[r] != i)
+				continue;
+			if (len < sizeof ranks - 16)
+				len += (size_t)snprintf(ranks + len, sizeof ranks - len, "%s%d",
+				                        n ? "," : "", r);
+			else if (len < sizeof ranks - 4)
+				len += (size_t)snprintf(ranks + len, sizeof ranks - len, "...");
+			n++;
+		}
+		output_verbose("host %s (%d slot%s%s%s): %s%s", host->name, host->slots, plural,
+		               host->addr[0] ? ", addr " : "", host->addr,
+		               n == 0   ? "no rank"
+		               : n == 1 ? "rank "
+		                        : "ranks ",
+		               ranks);
 	}
 }

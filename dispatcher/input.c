@@ -17,6 +17,7 @@ static struct {
 	struct ev_loop *loop;
 	bool active;
 	bool eof;
+	bool held;   /* nothing written until input_release (remote rank 0) */
 	int pipe_fd; /* write end towards rank 0 */
 	ev_io read_io, write_io;
 	size_t len;
@@ -41,14 +42,15 @@ static void on_stdin(struct ev_loop *loop, ev_io *w, int revents)
 	if (n <= 0) {
 		in.eof = true;
 		ev_io_stop(loop, &in.read_io);
-		if (in.len == 0)
+		if (in.len == 0 && !in.held)
 			close_pipe();
 		return;
 	}
 	in.len += (size_t)n;
 	if (in.len == sizeof in.buf)
 		ev_io_stop(loop, &in.read_io);
-	ev_io_start(loop, &in.write_io);
+	if (!in.held)
+		ev_io_start(loop, &in.write_io);
 }
 
 static void on_pipe_writable(struct ev_loop *loop, ev_io *w, int revents)
@@ -72,7 +74,25 @@ static void on_pipe_writable(struct ev_loop *loop, ev_io *w, int revents)
 		ev_io_start(loop, &in.read_io);
 }
 
-int input_start(struct ev_loop *loop)
+void input_release(const char *first_line)
+{
+	size_t n = strlen(first_line);
+	if (!in.held || in.pipe_fd < 0)
+		return;
+	in.held = false;
+	/* Nothing was written yet: the line goes first, straight into the
+	 * empty pipe (far below its capacity), then what was read. */
+	if (cm_write_full(in.pipe_fd, first_line, n) < 0) {
+		input_stop();
+		return;
+	}
+	if (in.len > 0)
+		ev_io_start(in.loop, &in.write_io);
+	else if (in.eof)
+		close_pipe();
+}
+
+int input_start(struct ev_loop *loop, bool hold)
 {
 	int p[2];
 
@@ -86,6 +106,7 @@ int input_start(struct ev_loop *loop)
 	in.loop = loop;
 	in.pipe_fd = p[1];
 	in.active = true;
+	in.held = hold;
 	ev_io_init(&in.read_io, on_stdin, STDIN_FILENO, EV_READ);
 	ev_io_init(&in.write_io, on_pipe_writable, p[1], EV_WRITE);
 	ev_io_start(loop, &in.read_io);

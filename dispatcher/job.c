@@ -17,6 +17,7 @@
 #include "control.h"
 #include "input.h"
 #include "jobenv.h"
+#include "launch.h"
 #include "net.h"
 #include "output.h"
 #include "spawn.h"
@@ -53,6 +54,11 @@ static void job_fail(struct job *job, int status)
 	enter_phase(job, PHASE_STOP, CMRUN_KILL_GRACE);
 	signal_ranks(job, SIGTERM);
 	signal_cms(job, SIGTERM);
+}
+
+void job_stop(struct job *job, int status)
+{
+	job_fail(job, status);
 }
 
 /* A bounded phase ran out of time. */
@@ -185,7 +191,7 @@ static void step(struct job *job)
 			break;
 		}
 		case PHASE_RUN:
-			if (job->ranks_running == 0) {
+			if (job->ranks_running == 0 && job->restarts_pending == 0) {
 				/* Every rank exited 0. What they left running goes. */
 				enter_phase(job, PHASE_DRAIN, CMRUN_DRAIN_GRACE);
 				job->drain_ticks = 0;
@@ -338,13 +344,20 @@ static void on_cm_ready(struct ev_loop *loop, ev_io *w, int revents)
 		return;
 	}
 	*nl = '\0';
-	struct sockaddr_in addr;
 	ev_io_stop(loop, w);
 	close(cm->ready_fd);
 	cm->ready_fd = -1;
-	if (cm_parse_hostport(cm->ready_buf, -1, &addr) < 0 || addr.sin_port == 0) {
-		output_message("error: cmserver %d reported '%s', not a HOST:PORT address",
-		               cm->index, cm->ready_buf);
+	job_cm_ready(job, cm, cm->ready_buf);
+}
+
+void job_cm_ready(struct job *job, struct cm_proc *cm, const char *text)
+{
+	struct sockaddr_in addr;
+	if (cm->ready)
+		return;
+	if (cm_parse_hostport(text, -1, &addr) < 0 || addr.sin_port == 0) {
+		output_message("error: cmserver %d reported '%.64s', not a HOST:PORT address",
+		               cm->index, text);
 		job_fail(job, CMRUN_EXIT_FAILURE);
 		return;
 	}
@@ -362,6 +375,8 @@ static void start_cms(struct job *job)
 			job_fail(job, CMRUN_EXIT_FAILURE);
 			return;
 		}
+		if (cm->ready_fd < 0)
+			continue; /* remote: the address comes with its reports */
 		ev_io_init(&cm->ready_io, on_cm_ready, cm->ready_fd, EV_READ);
 		cm->ready_io.data = cm;
 		ev_io_start(job->loop, &cm->ready_io);
@@ -381,6 +396,24 @@ static void rank_exited(struct job *job, struct rank_proc *r, int wait_status)
 	char how[96];
 	/* An abort reported before this exit decides the job's status. */
 	control_drain(job);
+	remote_drain(job, r);
+	remote_detach(job, r);
+	ev_timer_stop(job->loop, &r->lost_timer); /* its exit is what counts now */
+	/* A launcher says a remote rank was killed by a signal with status
+	 * 128+N (a shell), or 255 (ssh: also when the host or the connection
+	 * is gone): the process is lost, not failed on its own. */
+	int code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 0;
+	if (r->remote && code > 128 && !r->hb_finished && !r->declared_failed) {
+		r->declared_failed = true;
+		if (code == 255)
+			snprintf(
+			    r->failed_why, sizeof r->failed_why,
+			    "its launcher exited with status 255 (ssh: host or connection lost)");
+		else
+			snprintf(r->failed_why, sizeof r->failed_why,
+			         "its launcher exited with status %d (killed by signal %d?)", code,
+			         code - 128);
+	}
 	r->state = PROC_EXITED;
 	r->wait_status = wait_status;
 	job->ranks_running--;
@@ -419,6 +452,10 @@ static void cm_exited(struct job *job, struct cm_proc *cm, int wait_status)
 	cm->state = PROC_EXITED;
 	cm->wait_status = wait_status;
 	job->cms_running--;
+	if (cm->stdin_wr >= 0) {
+		close(cm->stdin_wr);
+		cm->stdin_wr = -1;
+	}
 	if (cm->err)
 		output_source_drain(cm->err);
 	detect_cm_exited(job, cm);
@@ -521,13 +558,25 @@ static void on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 
 static int open_direct_listeners(struct job *job)
 {
+	const struct cmrun_options *o = job->opts;
 	struct sockaddr_in any;
-	cm_parse_hostport("127.0.0.1:0", 0, &any);
+	char text[32];
+	/* Reached from other hosts when some are remote. */
+	snprintf(text, sizeof text, "%s:0", job->any_remote ? job->local_ip : "127.0.0.1");
+	cm_parse_hostport(text, 0, &any);
 	for (int i = 0; i < job->nprocs; i++) {
 		struct rank_proc *r = &job->ranks[i];
+		if (r->remote) {
+			/* It listens itself, on its host's address, at a port
+			 * known in advance (--port-base). */
+			snprintf(text, sizeof text, "%s:%d", o->hosts.list[r->host_index].addr,
+			         o->port_base + i);
+			cm_parse_hostport(text, 0, &r->listen_addr);
+			continue;
+		}
 		r->listen_fd = cm_tcp_listen(&any, &r->listen_addr);
 		if (r->listen_fd < 0) {
-			output_message("error: rank %d: cannot listen on 127.0.0.1: %s", i,
+			output_message("error: rank %d: cannot listen on %s: %s", i, text,
 			               strerror(errno));
 			return -1;
 		}
@@ -559,11 +608,17 @@ int job_run(struct job *job)
 		    hosts_of_replica(&o->hosts, job->ranks[i].rank, job->ranks[i].replica);
 		job->ranks[i].host = o->hosts.list[job->ranks[i].host_index].name;
 		job->ranks[i].listen_fd = -1;
+		job->ranks[i].remote = launch_is_remote(o, job->ranks[i].host_index);
+		job->any_remote = job->any_remote || job->ranks[i].remote;
 	}
 	for (int i = 0; i < job->ncms; i++) {
 		job->cms[i].index = i;
 		job->cms[i].ready_fd = -1;
 		job->cms[i].report_fd = -1;
+		job->cms[i].stdin_wr = -1;
+		job->cms[i].host_index = hosts_of_cm(&o->hosts, i);
+		job->cms[i].remote = launch_is_remote(o, job->cms[i].host_index);
+		job->any_remote = job->any_remote || job->cms[i].remote;
 	}
 	hosts_report_placement(&o->hosts, o->nranks);
 
@@ -588,9 +643,15 @@ int job_run(struct job *job)
 		ev_timer_start(loop, &job->timeout_timer);
 	}
 
-	job->rank0_stdin = input_start(loop);
-	if (control_open(job) < 0)
+	job->rank0_stdin = input_start(loop, job->ranks[0].remote);
+	if (control_open(job) < 0 || remote_open(job) < 0)
 		return CMRUN_EXIT_FAILURE;
+	if (job->any_remote &&
+	    asprintf(&job->control_env, "%s=%s", CM_ENV_CONTROL, job->control_addr) < 0) {
+		job->control_env = NULL;
+		output_message("error: out of memory");
+		return CMRUN_EXIT_FAILURE;
+	}
 	if (o->transport != CMRUN_TRANSPORT_CM) {
 		if (open_direct_listeners(job) < 0)
 			return CMRUN_EXIT_FAILURE;
@@ -606,6 +667,7 @@ int job_run(struct job *job)
 	ft_final_status(job);
 	input_stop();
 	control_close(job);
+	remote_close(job);
 	return job->failed ? job->exit_status : 0;
 }
 
@@ -622,6 +684,7 @@ void job_free(struct job *job)
 	free(job->cms);
 	free(job->cms_list);
 	free(job->peers);
+	free(job->control_env);
 	free(job->base_env);
 	free(job->program_path);
 	free(job->cmserver_path);

@@ -13,6 +13,7 @@
 #include "protocol.h"
 
 struct out_source;
+struct ctrl_conn;
 
 enum proc_state {
 	PROC_NOT_STARTED,
@@ -28,6 +29,9 @@ struct rank_proc {
 	unsigned incarnation;
 	const char *host; /* placement: name of its host (opts->hosts) */
 	int host_index;
+	bool remote;            /* started through a launcher (launch.h) */
+	struct ctrl_conn *ctrl; /* remote: its control connection (remote.c), or NULL */
+	bool relocate_pending;  /* lost: waiting to see whether its host is dead */
 	enum proc_state state;
 	int wait_status;
 	int listen_fd; /* direct transport: the rank's listening socket, kept
@@ -52,7 +56,7 @@ struct rank_proc {
 	bool stop_reported;  /* ft.c said why its death stops the job */
 	ev_timer lost_timer; /* a CM reported the connection lost: confirm */
 	unsigned lost_incarnation;
-	int lost_cm;
+	int lost_cm;       /* -1: the control connection ended (remote.c) */
 	bool hb_watched;   /* a heartbeat of this incarnation came */
 	bool hb_finished;  /* it said "finalized": no more heartbeats expected */
 	ev_tstamp hb_last; /* when the last one came */
@@ -64,8 +68,11 @@ struct cm_proc {
 	pid_t pid;
 	enum proc_state state;
 	int wait_status;
+	int host_index;
+	bool remote; /* through a launcher: address and reports come on its stdout */
 	bool ready;
 	char addr[32]; /* "HOST:PORT" it listens on, once ready */
+	int stdin_wr;  /* remote: write end of its stdin (closing it stops it), or -1 */
 	int ready_fd;  /* read end of the --ready-fd pipe until the address came */
 	ev_io ready_io;
 	char ready_buf[64];
@@ -130,6 +137,7 @@ struct job {
 
 	/* Fault tolerance (ft.c). */
 	int restarts_total;
+	int restarts_pending; /* remote ranks lost, restart decided later (remote.c) */
 	int kills_done;
 	uint64_t rng;           /* --seed */
 	ev_timer kill_timer;    /* --kill-every */
@@ -140,8 +148,23 @@ struct job {
 	ev_timer kill_host_timer; /* --kill-host */
 	ev_timer heartbeat_timer; /* detect.c: checks heartbeat ages */
 
+	/* Remote processes (remote.c): the TCP control listener they report
+	 * to, its "IP:PORT" (CHANMEM_CONTROL), and the address servers on
+	 * this machine listen on so remote ranks reach them. */
+	bool any_remote;
+	int ctrl_listen_fd;
+	ev_io ctrl_accept_io;
+	struct ctrl_conn *conns; /* every open control connection */
+	int nconns;
+	char control_addr[32];
+	char *control_env; /* "CHANMEM_CONTROL=IP:PORT" */
+	char local_ip[16];
+	bool *host_dead;     /* per host: lost (node failure), ranks moved away */
+	ev_timer host_timer; /* deciding whether a lost rank's host is dead */
+
 	/* --ckpt-dir (ckpt.c): the checkpoint server, 0 when none. */
 	pid_t ckpt_pid;
+	int ckpt_stdin; /* remote: write end of its stdin, or -1 */
 	char ckpt_addr[32];
 	char ckpt_job_id[24];
 };
@@ -153,6 +176,11 @@ struct job {
  * alive and not exiting: a rank that exits on its own (its sockets close
  * first) is reaped by then and judged by its exit status instead. */
 #define CMRUN_LOST_CONFIRM 0.25
+
+/* A lost rank on a remote host: how long cmrun waits for the other ranks
+ * of the host before it decides whether the host is dead (a node crash
+ * takes every process of the host within this). */
+#define CMRUN_HOST_CONFIRM 0.5
 
 /* Bounds of the phases (seconds). */
 #define CMRUN_CM_START_TIMEOUT 10.0
@@ -168,8 +196,12 @@ struct job {
 
 /* job.c: runs the job to its end and returns cmrun's exit status. */
 int job_run(struct job *job);
+/* Stops the job with that status (the first reason decides). */
+void job_stop(struct job *job, int status);
 /* A rank reported MPI_Abort(code): the job stops with that status. */
 void job_rank_aborted(struct job *job, int rank, int code);
+/* CM cm reported where it listens ("HOST:PORT" text). */
+void job_cm_ready(struct job *job, struct cm_proc *cm, const char *text);
 /* Releases what the job holds (after job_run and output_shutdown). */
 void job_free(struct job *job);
 
@@ -187,6 +219,9 @@ void ft_final_status(struct job *job);
  * returns true if it did (the job goes on), false when the job must stop
  * (a message saying why was printed if it is a restart limit). */
 bool ft_rank_failed(struct job *job, struct rank_proc *r, int wait_status);
+/* Spawns r's next incarnation (counted already) and skips the output its
+ * predecessors printed; stops the job if that fails. */
+void ft_respawn(struct job *job, struct rank_proc *r);
 
 /* detect.c: failure detection. */
 /* Starts reading a just-spawned CM's report pipe. */
@@ -201,11 +236,35 @@ void detect_heartbeat(struct job *job, int rank, unsigned incarnation, int repli
 /* Arms the heartbeat check (run phase), and stops it. */
 void detect_start(struct job *job);
 void detect_stop(struct job *job);
+/* r's connection (to CM r->lost_cm, or -1: its control connection) ended:
+ * declared failed CMRUN_LOST_CONFIRM later if still alive then. */
+void detect_confirm_lost(struct job *job, struct rank_proc *r);
 /* Kills r (SIGKILL, by pid) and marks it failed for why: its exit then
  * restarts it like a rank killed by a signal. */
 void detect_declare_failed(struct job *job, struct rank_proc *r, const char *why);
 /* Sum of the CMs' replay counters, for the status line. */
 unsigned long long detect_replayed(const struct job *job);
+
+/* remote.c: control connections of remote processes. */
+/* Listens for them (when some process is remote). Returns 0 or -1
+ * (printed). */
+int remote_open(struct job *job);
+/* Reads what r's connection holds (before its exit is judged). */
+void remote_drain(struct job *job, struct rank_proc *r);
+/* Closes r's connection: a remote process whose connection ends exits. */
+void remote_detach(struct job *job, struct rank_proc *r);
+/* Closes every connection and the listener (teardown). */
+void remote_close(struct job *job);
+/* A remote rank r (incarnation already counted) is to be restarted: on a
+ * surviving host when its own is dead (all its ranks lost or silent
+ * within CMRUN_HOST_CONFIRM, or --kill-host), else on its own host.
+ * Counted in restarts_pending until then. Returns true. */
+bool remote_restart_later(struct job *job, struct rank_proc *r);
+/* --kill-host on a remote job: the host is dead from now on. */
+void remote_host_killed(struct job *job, int host);
+
+/* control.c: one report line ("abort R C", "heartbeat R I K", ...). */
+void control_handle_line(struct job *job, const char *line);
 
 /* repl.c: replication (--replicate). */
 /* Keeps or forwards the output pipes of a just-spawned replica. */

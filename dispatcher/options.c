@@ -11,6 +11,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include <arpa/inet.h>
+
+#include "launch.h"
 #include "units.h"
 
 static const char *const known_modes[] = {"mono", "thread-per-client", "multiplexer",
@@ -61,11 +64,26 @@ static void usage(FILE *out)
 	    "      --ckpt-every T     a rank checkpoints at its first chanmem_checkpoint\n"
 	    "                         call after T since its last one (default: every call)\n"
 	    "\n"
-	    "Placement: a host is a named group of ranks (on one machine, a label).\n"
-	    "      --hosts FILE       one host per line: NAME [slots=N] (default 1 slot;\n"
-	    "                         '#' comments); ranks fill the slots in order\n"
-	    "      --host LIST        the same inline: a,b:2,c (NAME[:SLOTS])\n"
-	    "      --print-map        print rank -> host (and home CM), then exit\n"
+	    "Placement and launching (docs/deployment.md): without addresses a host is\n"
+	    "a label on this machine; with addr= its processes are started there.\n"
+	    "      --hosts FILE       one host per line: NAME [slots=N] [addr=IPv4]\n"
+	    "                         [roles=rank,cm,ckpt] ('#' comments; default 1 slot,\n"
+	    "                         role rank)\n"
+	    "      --host LIST        the same inline: a,b:2,c (NAME[:SLOTS], role rank)\n"
+	    "      --map-by P         slot (fill each host's slots in turn, default) or\n"
+	    "                         host (round robin over the rank hosts)\n"
+	    "      --print-map        print where every CM, the checkpoint server and\n"
+	    "                         every rank go (and how they are launched), then exit\n"
+	    "      --launch L         local, ssh, srun, netns, or a template with {host},\n"
+	    "                         {addr} and {cmd} (run by /bin/sh; {cmd} is quoted).\n"
+	    "                         Default: local without addresses, else ssh (srun\n"
+	    "                         inside a Slurm job); 127.x hosts run locally\n"
+	    "      --control-addr IP  address remote processes report back to (default:\n"
+	    "                         the one this machine uses towards the first host)\n"
+	    "      --port-base P      direct transport: a remote rank listens on P+index\n"
+	    "                         (default %d)\n"
+	    "      --export NAME[=V]  hand NAME (cmrun's value, or V) to remote ranks, whose\n"
+	    "                         launcher (ssh) does not forward the environment\n"
 	    "\n"
 	    "Replication (docs/replication.md): every rank runs as r processes over a direct\n"
 	    "TCP mesh; a killed replica is not restarted, the others carry on.\n"
@@ -83,7 +101,8 @@ static void usage(FILE *out)
 	    "the job secret in CHANMEM_* variables; rank 0 reads cmrun's stdin, the others\n"
 	    "/dev/null. cmserver is taken from $CHANMEM_CMSERVER, else next to cmrun\n"
 	    "(or ../cmserver/cmserver in a build tree), else from PATH.\n",
-	    CMRUN_MAX_RANKS, CMRUN_MAX_CMS, CMRUN_DEFAULT_MAX_RESTARTS, CMRUN_DEFAULT_KILL_COUNT);
+	    CMRUN_MAX_RANKS, CMRUN_MAX_CMS, CMRUN_DEFAULT_MAX_RESTARTS, CMRUN_DEFAULT_KILL_COUNT,
+	    CMRUN_DEFAULT_PORT_BASE);
 }
 
 /* "KILL", "SIGKILL", "9": a catchable-or-not signal number, or -1. */
@@ -154,11 +173,17 @@ enum {
 	OPT_NO_STATUS,
 	OPT_CKPT_DIR,
 	OPT_CKPT_EVERY,
+	OPT_MAP_BY,
+	OPT_LAUNCH,
+	OPT_CONTROL_ADDR,
+	OPT_PORT_BASE,
+	OPT_EXPORT,
 };
 
 /* --hosts / --host, the slot count, --kill-host's host. */
 static void parse_placement(struct cmrun_options *opts, const char *hosts_file,
-                            const char *host_list, const char *kill_host_text)
+                            const char *host_list, const char *kill_host_text,
+                            enum map_policy map_by)
 {
 	char err[512];
 	if (hosts_file && host_list)
@@ -192,6 +217,9 @@ static void parse_placement(struct cmrun_options *opts, const char *hosts_file,
 			bad_usage("--kill-host %s: no host '%s' in %s", kill_host_text, name,
 			          opts->hosts_source);
 	}
+	opts->hosts.map_by = map_by;
+	if (hosts_place(&opts->hosts, opts->nranks) < 0)
+		bad_usage("out of memory");
 }
 
 void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
@@ -222,6 +250,11 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	    {"no-status", no_argument, NULL, OPT_NO_STATUS},
 	    {"ckpt-dir", required_argument, NULL, OPT_CKPT_DIR},
 	    {"ckpt-every", required_argument, NULL, OPT_CKPT_EVERY},
+	    {"map-by", required_argument, NULL, OPT_MAP_BY},
+	    {"launch", required_argument, NULL, OPT_LAUNCH},
+	    {"control-addr", required_argument, NULL, OPT_CONTROL_ADDR},
+	    {"port-base", required_argument, NULL, OPT_PORT_BASE},
+	    {"export", required_argument, NULL, OPT_EXPORT},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -229,6 +262,7 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	bool have_n = false, have_cms = false, have_mode = false, have_max_message = false;
 	long value;
 	uint64_t value_ns;
+	char err[512];
 
 	memset(opts, 0, sizeof *opts);
 	opts->ncms = 1;
@@ -246,7 +280,9 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	opts->heartbeat_timeout_text = "10s";
 	const char *hosts_file = NULL, *host_list = NULL, *kill_host_text = NULL;
 	bool have_kill_opts = false, have_transport = false, have_replicate = false;
-	const char *kill_rank_text = NULL;
+	const char *kill_rank_text = NULL, *launch_text = NULL;
+	enum map_policy map_by = MAP_BY_SLOT;
+	opts->port_base = CMRUN_DEFAULT_PORT_BASE;
 
 	opterr = 0; /* our own messages, in one format */
 	optind = 1;
@@ -435,6 +471,37 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 				    optarg);
 			opts->ckpt_every = optarg;
 			break;
+		case OPT_MAP_BY:
+			if (strcmp(optarg, "slot") == 0)
+				map_by = MAP_BY_SLOT;
+			else if (strcmp(optarg, "host") == 0)
+				map_by = MAP_BY_HOST;
+			else
+				bad_usage("--map-by takes slot or host, not '%s'", optarg);
+			break;
+		case OPT_LAUNCH:
+			launch_text = optarg;
+			break;
+		case OPT_CONTROL_ADDR: {
+			struct in_addr in;
+			if (inet_pton(AF_INET, optarg, &in) != 1 || in.s_addr == 0)
+				bad_usage(
+				    "--control-addr takes an IPv4 address of this machine such "
+				    "as 10.0.0.1, not '%s'",
+				    optarg);
+			opts->control_addr = optarg;
+			break;
+		}
+		case OPT_PORT_BASE:
+			if (cm_parse_long(optarg, 1024, 65535, &value) < 0)
+				bad_usage("--port-base takes a port from 1024 to 65535, not '%s'",
+				          optarg);
+			opts->port_base = (int)value;
+			break;
+		case OPT_EXPORT:
+			if (launch_add_export(opts, optarg, err, sizeof err) < 0)
+				bad_usage("%s", err);
+			break;
 		case 'v':
 			opts->verbosity++;
 			break;
@@ -494,6 +561,11 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	if (opts->ckpt_dir && opts->transport != CMRUN_TRANSPORT_CM)
 		bad_usage("--ckpt-dir needs --transport cm: only a rank restarted from a channel "
 		          "memory's log can resume from a checkpoint");
-	parse_placement(opts, hosts_file, host_list, kill_host_text);
+	parse_placement(opts, hosts_file, host_list, kill_host_text, map_by);
+	if (launch_configure(opts, launch_text, err, sizeof err) < 0)
+		bad_usage("%s", err);
+	if (opts->port_base + (long)opts->nranks * opts->replicas > 65536)
+		bad_usage("--port-base %d: %d processes would need ports past 65535",
+		          opts->port_base, opts->nranks * opts->replicas);
 	opts->program_argv = &argv[optind];
 }

@@ -23,6 +23,18 @@
 #define CMRUN_MIN_HEARTBEAT_TIMEOUT_NS 10000000ull /* 10ms: beats every 2.5ms */
 #define CMRUN_MAX_HEARTBEAT_TIMEOUT_S 3600
 
+/* --launch: how a process gets to its host (dispatcher/launch.c). */
+enum launch_kind {
+	LAUNCH_LOCAL,    /* a child of cmrun on this machine (hosts are labels) */
+	LAUNCH_SSH,      /* ssh -o BatchMode=yes ... {addr} {cmd} */
+	LAUNCH_SRUN,     /* srun --nodelist {host} -N1 -n1 ... {cmd} */
+	LAUNCH_NETNS,    /* ip netns exec {host} {cmd} */
+	LAUNCH_TEMPLATE, /* the user's own, run by /bin/sh -c */
+};
+/* --port-base default: direct-transport ranks on remote hosts listen on
+ * PORT_BASE + their index (replica processes counted). */
+#define CMRUN_DEFAULT_PORT_BASE 47000
+
 enum cmrun_transport {
 	CMRUN_TRANSPORT_CM,
 	CMRUN_TRANSPORT_DIRECT,
@@ -64,6 +76,15 @@ struct cmrun_options {
 	bool print_map;           /* --print-map */
 	int kill_host;            /* --kill-host NAME@T: index in hosts, -1 = none */
 	uint64_t kill_host_ns;
+	/* Launching (launch.c). */
+	enum launch_kind launch;     /* --launch, or the default for the hosts */
+	const char *launch_template; /* LAUNCH_TEMPLATE: with {host} {addr} {cmd} */
+	const char *control_addr;    /* --control-addr IPv4, NULL: found from the hosts */
+	int port_base;               /* --port-base */
+	/* --export NAME[=VALUE], repeatable: "NAME=VALUE" entries remote ranks
+	 * get in their command (ssh forwards no environment). */
+	char **exports;
+	int nexports;
 	int replicas;     /* --replicate r (transport repl), else 1 */
 	int kill_replica; /* --kill-replica: the replica --kill-at kills (repl; -1: the last) */
 	char *const *program_argv; /* PROGRAM ARGS..., NULL-terminated (points into argv) */

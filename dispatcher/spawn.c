@@ -16,7 +16,9 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "input.h"
 #include "jobenv.h"
+#include "launch.h"
 #include "net.h"
 #include "output.h"
 
@@ -254,10 +256,19 @@ int spawn_make_secret(char out[CM_SECRET_LEN + 1])
  * must not leak into this one. */
 static bool is_job_variable(const char *entry)
 {
-	static const char *const names[] = {
-	    CM_ENV_RANK,      CM_ENV_SIZE,       CM_ENV_INCARNATION,    CM_ENV_SECRET,
-	    CM_ENV_TRANSPORT, CM_ENV_CMS,        CM_ENV_HOME,           CM_ENV_PEERS,
-	    CM_ENV_LISTEN_FD, CM_ENV_CONTROL_FD, CMRUN_ENV_HEARTBEAT_MS};
+	static const char *const names[] = {CM_ENV_RANK,
+	                                    CM_ENV_SIZE,
+	                                    CM_ENV_INCARNATION,
+	                                    CM_ENV_SECRET,
+	                                    CM_ENV_TRANSPORT,
+	                                    CM_ENV_CMS,
+	                                    CM_ENV_HOME,
+	                                    CM_ENV_PEERS,
+	                                    CM_ENV_LISTEN_FD,
+	                                    CM_ENV_CONTROL_FD,
+	                                    CMRUN_ENV_HEARTBEAT_MS,
+	                                    CM_ENV_CONTROL,
+	                                    CM_ENV_LISTEN};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
 		size_t len = strlen(names[i]);
 		if (strncmp(entry, names[i], len) == 0 && entry[len] == '=')
@@ -335,6 +346,12 @@ int spawn_rank(struct job *job, struct rank_proc *r)
 		snprintf(incarnation_var, sizeof incarnation_var, "%s=%u", CM_ENV_INCARNATION,
 		         r->incarnation);
 	snprintf(fd_var, sizeof fd_var, "%s=%d", CM_ENV_LISTEN_FD, r->listen_fd);
+	pid_t pid;
+	if (r->remote) {
+		pid = spawn_rank_remote(job, r, rank_var, incarnation_var, out[1], err[1], why,
+		                        sizeof why);
+		goto spawned;
+	}
 	char **env = spawn_build_env(job, job->rank_env, rank_var, incarnation_var,
 	                             r->listen_fd >= 0 ? fd_var : NULL);
 	if (env == NULL) {
@@ -356,8 +373,9 @@ int spawn_rank(struct job *job, struct rank_proc *r)
 	    .keep_fd = r->listen_fd,
 	    .keep_fd2 = control_rank_fd(job),
 	};
-	pid_t pid = spawn_process(&spec, why, sizeof why);
+	pid = spawn_process(&spec, why, sizeof why);
 	free(env);
+spawned:
 	close(out[1]);
 	close(err[1]);
 	if (pid < 0) {
@@ -377,7 +395,8 @@ int spawn_rank(struct job *job, struct rank_proc *r)
 	if (job->opts->transport == CMRUN_TRANSPORT_REPL) {
 		/* Its own copy of the listening socket: once it dies, the port
 		 * refuses, which is how the others learn it is gone. */
-		close(r->listen_fd);
+		if (r->listen_fd >= 0)
+			close(r->listen_fd);
 		r->listen_fd = -1;
 		repl_spawned(job, r, out[0], err[0], prefix);
 	} else {
@@ -389,12 +408,14 @@ int spawn_rank(struct job *job, struct rank_proc *r)
 		output_message("error: rank %d: out of memory, its output is not forwarded",
 		               r->rank);
 	}
+	const char *how = r->remote ? ", through " : "";
+	const char *launcher = r->remote ? launch_name(job->opts) : "";
 	if (job->opts->transport == CMRUN_TRANSPORT_REPL)
-		output_verbose("rank %d replica %d started (pid %d, host %s)", r->rank, r->replica,
-		               (int)pid, r->host);
+		output_verbose("rank %d replica %d started (pid %d, host %s%s%s)", r->rank,
+		               r->replica, (int)pid, r->host, how, launcher);
 	else
-		output_verbose("rank %d started (pid %d, incarnation %u, host %s)", r->rank,
-		               (int)pid, r->incarnation, r->host);
+		output_verbose("rank %d started (pid %d, incarnation %u, host %s%s%s)", r->rank,
+		               (int)pid, r->incarnation, r->host, how, launcher);
 	return 0;
 }
 
@@ -422,16 +443,31 @@ int spawn_cm(struct job *job, struct cm_proc *cm)
 	 * (which every user of the machine can read in /proc). */
 	char *argv[16];
 	int argc = 0;
-	argv[argc++] = "cmserver";
+	char listen[32];
+	const struct cmrun_host *host = &o->hosts.list[cm->host_index];
+	/* Reached by ranks on other hosts: on its host's address (remote), or
+	 * the one remote processes reach this machine at. */
+	snprintf(listen, sizeof listen, "%s:0",
+	         cm->remote        ? host->addr
+	         : job->any_remote ? job->local_ip
+	                           : "127.0.0.1");
+	argv[argc++] = cm->remote ? job->cmserver_path : "cmserver";
 	argv[argc++] = "--mode";
 	argv[argc++] = (char *)o->mode;
 	argv[argc++] = "--listen";
-	argv[argc++] = "127.0.0.1:0";
-	argv[argc++] = "--ready-fd";
-	argv[argc++] = ready_fd;
-	/* Lost connections and counters (detect.c). */
-	argv[argc++] = "--report-fd";
-	argv[argc++] = report_fd;
+	argv[argc++] = listen;
+	if (cm->remote) {
+		/* No descriptor crosses the launcher: its stdout carries the
+		 * "listening on" line, then its reports. */
+		argv[argc++] = "--report-fd";
+		argv[argc++] = "1";
+	} else {
+		argv[argc++] = "--ready-fd";
+		argv[argc++] = ready_fd;
+		/* Lost connections and counters (detect.c). */
+		argv[argc++] = "--report-fd";
+		argv[argc++] = report_fd;
+	}
 	if (o->max_message) {
 		argv[argc++] = "--max-message";
 		argv[argc++] = max_message;
@@ -440,6 +476,8 @@ int spawn_cm(struct job *job, struct cm_proc *cm)
 		argv[argc++] = "--verbose";
 	argv[argc] = NULL;
 
+	if (cm->remote)
+		return spawn_cm_remote(job, cm, argv, ready, err, report);
 	char **env = spawn_build_env(job, NULL, secret_var, NULL, NULL);
 	if (env == NULL) {
 		output_message("error: cmserver %d: out of memory", cm->index);

@@ -51,6 +51,22 @@ int spawn_base_env(struct job *job);
  * environment. Returns 0, or -1 with a message already printed. */
 int spawn_rank(struct job *job, struct rank_proc *r);
 
+/* Starts a server (argv: absolute path first) on remote host `host`
+ * through its launcher, the job secret on its stdin, whose write end is
+ * left open in *stdin_wr (closing it stops the server behind ssh or a
+ * template). Returns the launcher's pid, or -1 with why. */
+pid_t spawn_remote_server(struct job *job, int host, char **argv, int stdout_fd, int stderr_fd,
+                          int *stdin_wr, char *why, size_t whylen);
+
+/* spawn_remote.c: spawn_rank and spawn_cm for a remote host (stdout and
+ * stderr are the write ends of the rank's pipes; the CM's report, ready
+ * and error pipes are taken over). */
+pid_t spawn_rank_remote(struct job *job, struct rank_proc *r, const char *rank_var,
+                        const char *incarnation_var, int out_wr, int err_wr, char *why,
+                        size_t whylen);
+int spawn_cm_remote(struct job *job, struct cm_proc *cm, char **argv, int ready[2], int err[2],
+                    int report[2]);
+
 /* Starts cmserver number cm->index with a ready pipe the loop watches. */
 int spawn_cm(struct job *job, struct cm_proc *cm);
 

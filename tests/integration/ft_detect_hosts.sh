@@ -78,7 +78,7 @@ printf 'rank 0 replica 0 -> a\nrank 0 replica 1 -> b\nrank 1 replica 0 -> b\nran
 hosts_map hosts_repl_map "$w/map.repl" -n 2 --replicate 2 --host a,b
 
 printf 'a slots=2\nb slot=3\n' >"$w/hosts.attr"
-hosts_bad hosts_bad_attr "hosts.attr:2: unknown attribute 'slot' \(known: slots\)" \
+hosts_bad hosts_bad_attr "hosts.attr:2: unknown attribute 'slot' \(known: slots, addr, roles\)" \
 	-n 2 --hosts "$w/hosts.attr"
 printf '# fine\na\nb slots=0\n' >"$w/hosts.slots"
 hosts_bad hosts_bad_slots "hosts.slots:3: slots='0': want a number" -n 1 --hosts "$w/hosts.slots"

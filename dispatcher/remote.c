@@ -1,0 +1,406 @@
+/* Remote processes (docs/deployment.md): their control connections and
+ * what happens when a host is lost.
+ *
+ * A rank on another host cannot inherit cmrun's control pipe. Its
+ * libchanmem connects to CHANMEM_CONTROL (this listener) instead, sends
+ * the job secret as its first line (nobody else can inject reports),
+ * then "hello RANK INCARNATION REPLICA", then the same lines as on the
+ * pipe (heartbeats, abort, finalized). One connection per process:
+ *
+ *  - EOF before "finalized": the process is gone or cut off. Like a CM's
+ *    "lost" report, confirmed CMRUN_LOST_CONFIRM later: a launcher that
+ *    is still running then is killed and the rank restarted.
+ *  - cmrun closes the connection when it gives a process up (declared
+ *    failed, exited, end of the job): the remote libchanmem then exits
+ *    the process, so a rank that was cut off does not run on as a stale
+ *    incarnation once its host is reachable again.
+ *
+ * Node failure: a lost remote rank is restarted CMRUN_HOST_CONFIRM later,
+ * once cmrun knows whether its host is dead (every rank there lost or
+ * silent, or --kill-host): then on the surviving rank host with the
+ * fewest ranks, else on its own host. */
+#include <config.h>
+
+#include "job.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "launch.h"
+#include "net.h"
+#include "output.h"
+#include "spawn.h"
+
+/* Connections that have not said who they are, at most: a port scan or a
+ * stray client must not exhaust cmrun's descriptors. */
+#define PENDING_MAX 64
+
+struct ctrl_conn {
+	struct job *job;
+	int fd;
+	ev_io io;
+	bool authed;
+	struct rank_proc *rank; /* after hello */
+	struct ctrl_conn *next;
+	size_t len;
+	char buf[256];
+};
+
+static void conn_free(struct job *job, struct ctrl_conn *c)
+{
+	for (struct ctrl_conn **p = &job->conns; *p; p = &(*p)->next)
+		if (*p == c) {
+			*p = c->next;
+			break;
+		}
+	job->nconns--;
+	ev_io_stop(job->loop, &c->io);
+	close(c->fd);
+	if (c->rank && c->rank->ctrl == c)
+		c->rank->ctrl = NULL;
+	free(c);
+}
+
+/* Constant time: how much of the secret a guess matched must not show. */
+static bool secret_matches(const struct job *job, const char *line)
+{
+	size_t n = strlen(line);
+	unsigned char diff = n != CM_SECRET_LEN;
+	for (size_t i = 0; i < CM_SECRET_LEN; i++)
+		diff |= (unsigned char)(job->secret[i] ^ (i < n ? line[i] : 0));
+	return diff == 0;
+}
+
+/* The "hello" line: binds the connection to the rank's current
+ * incarnation. Returns false to close it (stale or malformed). */
+static bool hello(struct job *job, struct ctrl_conn *c, const char *line)
+{
+	const struct cmrun_options *o = job->opts;
+	int rank, replica;
+	unsigned incarnation;
+	char extra;
+	if (strncmp(line, "hello ", 6) != 0 || strchr(line, '-') ||
+	    sscanf(line + 6, "%d %u %d %c", &rank, &incarnation, &replica, &extra) != 3 ||
+	    rank >= o->nranks || replica >= o->replicas) {
+		output_verbose("control connection: bad hello '%.64s'; closing it", line);
+		return false;
+	}
+	struct rank_proc *r = &job->ranks[rank * o->replicas + replica];
+	if (r->state != PROC_RUNNING || r->incarnation != incarnation || r->ctrl) {
+		/* An incarnation cmrun gave up: closing makes it exit. */
+		output_verbose("control connection of rank %d incarnation %u refused (current "
+		               "incarnation %u%s)",
+		               rank, incarnation, r->incarnation,
+		               r->state == PROC_RUNNING ? "" : ", not running");
+		return false;
+	}
+	c->rank = r;
+	r->ctrl = c;
+	if (o->verbosity >= 2)
+		output_verbose("rank %d incarnation %u: control connection", rank, incarnation);
+	return true;
+}
+
+/* The connection ended (EOF or error) while its rank ran. */
+static void conn_lost(struct job *job, struct ctrl_conn *c)
+{
+	struct rank_proc *r = c->rank;
+	if (r == NULL || r->state != PROC_RUNNING || r->hb_finished || r->declared_failed ||
+	    job->phase != PHASE_RUN || ev_is_active(&r->lost_timer))
+		return;
+	output_verbose("rank %d incarnation %u: its control connection ended", r->rank,
+	               r->incarnation);
+	/* detect.c confirms: a process exiting on its own is reaped first. */
+	r->lost_incarnation = r->incarnation;
+	r->lost_cm = -1;
+	detect_confirm_lost(job, r);
+}
+
+/* Reads and handles what the connection holds; false once it is closed. */
+static bool conn_read(struct job *job, struct ctrl_conn *c)
+{
+	for (;;) {
+		ssize_t n = read(c->fd, c->buf + c->len, sizeof c->buf - 1 - c->len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return true;
+		if (n <= 0) {
+			conn_lost(job, c);
+			conn_free(job, c);
+			return false;
+		}
+		c->len += (size_t)n;
+		c->buf[c->len] = '\0';
+		char *start = c->buf, *nl;
+		while ((nl = strchr(start, '\n')) != NULL) {
+			*nl = '\0';
+			if (!c->authed) {
+				if (!secret_matches(job, start)) {
+					output_verbose("control connection with a wrong secret; "
+					               "closing it");
+					conn_free(job, c);
+					return false;
+				}
+				c->authed = true;
+			} else if (c->rank == NULL) {
+				if (!hello(job, c, start)) {
+					conn_free(job, c);
+					return false;
+				}
+			} else {
+				control_handle_line(job, start);
+			}
+			start = nl + 1;
+		}
+		c->len -= (size_t)(start - c->buf);
+		memmove(c->buf, start, c->len);
+		if (c->len == sizeof c->buf - 1) {
+			output_verbose("control connection: a line longer than any report; closing "
+			               "it");
+			conn_lost(job, c);
+			conn_free(job, c);
+			return false;
+		}
+	}
+}
+
+static void on_conn(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct ctrl_conn *c = w->data;
+	conn_read(c->job, c);
+}
+
+static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct job *job = w->data;
+	for (;;) {
+		int fd = accept4(job->ctrl_listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return; /* EAGAIN, or out of descriptors: the next one may do */
+		int pending = 0;
+		for (struct ctrl_conn *c = job->conns; c; c = c->next)
+			pending += c->rank == NULL;
+		struct ctrl_conn *c = pending < PENDING_MAX ? calloc(1, sizeof *c) : NULL;
+		if (c == NULL) {
+			output_verbose("control connection refused: %d not identified yet",
+			               pending);
+			close(fd);
+			continue;
+		}
+		c->job = job;
+		c->fd = fd;
+		c->next = job->conns;
+		job->conns = c;
+		job->nconns++;
+		ev_io_init(&c->io, on_conn, fd, EV_READ);
+		c->io.data = c;
+		ev_io_start(loop, &c->io);
+	}
+}
+
+/* The local address the kernel would use towards addr (a UDP connect
+ * sends nothing). */
+static int local_address_towards(const char *addr, char *out, size_t len)
+{
+	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(9)}, me;
+	socklen_t mlen = sizeof me;
+	if (inet_pton(AF_INET, addr, &to.sin_addr) != 1)
+		return -1;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	int rc = connect(fd, (struct sockaddr *)&to, sizeof to) < 0 ||
+	                 getsockname(fd, (struct sockaddr *)&me, &mlen) < 0
+	             ? -1
+	             : 0;
+	close(fd);
+	if (rc == 0 && inet_ntop(AF_INET, &me.sin_addr, out, (socklen_t)len) == NULL)
+		rc = -1;
+	return rc;
+}
+
+int remote_open(struct job *job)
+{
+	const struct cmrun_options *o = job->opts;
+	job->ctrl_listen_fd = -1;
+	if (!job->any_remote)
+		return 0;
+	job->host_dead = calloc((size_t)o->hosts.count, sizeof *job->host_dead);
+	if (job->host_dead == NULL) {
+		output_message("error: out of memory");
+		return -1;
+	}
+	ev_init(&job->host_timer, NULL);
+	if (o->control_addr) {
+		snprintf(job->local_ip, sizeof job->local_ip, "%s", o->control_addr);
+	} else {
+		int first = -1;
+		for (int i = 0; i < o->hosts.count && first < 0; i++)
+			if (launch_is_remote(o, i))
+				first = i;
+		if (local_address_towards(o->hosts.list[first].addr, job->local_ip,
+		                          sizeof job->local_ip) < 0) {
+			output_message("error: no route from this machine to host %s (%s): give "
+			               "--control-addr",
+			               o->hosts.list[first].name, o->hosts.list[first].addr);
+			return -1;
+		}
+	}
+	struct sockaddr_in addr, bound;
+	char text[32];
+	snprintf(text, sizeof text, "%s:0", job->local_ip);
+	if (cm_parse_hostport(text, 0, &addr) < 0 ||
+	    (job->ctrl_listen_fd = cm_tcp_listen(&addr, &bound)) < 0) {
+		output_message("error: cannot listen for control connections on %s: %s",
+		               job->local_ip, strerror(errno));
+		return -1;
+	}
+	cm_set_nonblock(job->ctrl_listen_fd, 1);
+	cm_set_cloexec(job->ctrl_listen_fd, 1);
+	cm_format_addr(&bound, job->control_addr, sizeof job->control_addr);
+	ev_io_init(&job->ctrl_accept_io, on_accept, job->ctrl_listen_fd, EV_READ);
+	job->ctrl_accept_io.data = job;
+	ev_io_start(job->loop, &job->ctrl_accept_io);
+	output_verbose("control connections of remote processes: %s", job->control_addr);
+	return 0;
+}
+
+void remote_drain(struct job *job, struct rank_proc *r)
+{
+	if (r->ctrl)
+		conn_read(job, r->ctrl);
+}
+
+void remote_detach(struct job *job, struct rank_proc *r)
+{
+	if (r->ctrl)
+		conn_free(job, r->ctrl);
+}
+
+void remote_close(struct job *job)
+{
+	while (job->conns)
+		conn_free(job, job->conns);
+	if (job->ctrl_listen_fd >= 0) {
+		ev_io_stop(job->loop, &job->ctrl_accept_io);
+		close(job->ctrl_listen_fd);
+		job->ctrl_listen_fd = -1;
+	}
+	if (job->host_dead)
+		ev_timer_stop(job->loop, &job->host_timer);
+	free(job->host_dead);
+	job->host_dead = NULL;
+}
+
+/* ---- node failure ---- */
+
+void remote_host_killed(struct job *job, int host)
+{
+	if (job->host_dead && !job->host_dead[host]) {
+		job->host_dead[host] = true;
+		output_verbose("host %s is dead: its ranks restart elsewhere",
+		               job->opts->hosts.list[host].name);
+	}
+}
+
+/* The surviving rank host with the fewest ranks, or -1. */
+static int surviving_host(struct job *job)
+{
+	const struct cmrun_options *o = job->opts;
+	int best = -1, best_load = 0;
+	for (int h = 0; h < o->hosts.count; h++) {
+		if (job->host_dead[h] || !(o->hosts.list[h].roles & HOST_ROLE_RANK))
+			continue;
+		int load = 0;
+		for (int i = 0; i < job->nprocs; i++)
+			load += job->ranks[i].host_index == h;
+		if (best < 0 || load < best_load) {
+			best = h;
+			best_load = load;
+		}
+	}
+	return best;
+}
+
+static void respawn(struct job *job, struct rank_proc *r)
+{
+	const struct cmrun_options *o = job->opts;
+	r->relocate_pending = false;
+	job->restarts_pending--;
+	if (job->phase != PHASE_RUN)
+		return;
+	if (job->host_dead[r->host_index]) {
+		int to = surviving_host(job);
+		if (to < 0) {
+			output_message(
+			    "warning: rank %d: every rank host is dead; restarting it on "
+			    "%s again",
+			    r->rank, r->host);
+		} else {
+			output_verbose("rank %d moves from host %s to host %s", r->rank, r->host,
+			               o->hosts.list[to].name);
+			r->host_index = to;
+			r->host = o->hosts.list[to].name;
+			r->remote = launch_is_remote(o, to);
+		}
+	}
+	ft_respawn(job, r);
+}
+
+/* Every rank of a host with a restart pending: is the host dead? */
+static void on_host_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct job *job = w->data;
+	const struct cmrun_options *o = job->opts;
+	double silent_after = (double)o->heartbeat_timeout_ns / 2e9;
+	ev_now_update(loop);
+	for (int h = 0; h < o->hosts.count; h++) {
+		int pending = 0, alive = 0;
+		for (int i = 0; i < job->nprocs; i++) {
+			struct rank_proc *r = &job->ranks[i];
+			if (r->host_index != h)
+				continue;
+			if (r->relocate_pending)
+				pending++;
+			else if (r->state == PROC_RUNNING && !r->declared_failed &&
+			         !(o->heartbeat_timeout_ns && r->hb_watched && !r->hb_finished &&
+			           ev_now(loop) - r->hb_last > silent_after))
+				alive++;
+		}
+		if (pending == 0)
+			continue;
+		if (alive == 0 && job->phase == PHASE_RUN)
+			remote_host_killed(job, h);
+		/* Silent ones on a dead host go too (their exit restarts them). */
+		for (int i = 0; i < job->nprocs && job->host_dead[h]; i++) {
+			struct rank_proc *r = &job->ranks[i];
+			if (r->host_index == h && r->state == PROC_RUNNING && !r->relocate_pending)
+				detect_declare_failed(job, r, "its host is dead");
+		}
+		for (int i = 0; i < job->nprocs; i++)
+			if (job->ranks[i].host_index == h && job->ranks[i].relocate_pending)
+				respawn(job, &job->ranks[i]);
+	}
+}
+
+bool remote_restart_later(struct job *job, struct rank_proc *r)
+{
+	r->relocate_pending = true;
+	job->restarts_pending++;
+	if (job->host_dead[r->host_index]) {
+		respawn(job, r);
+		return true;
+	}
+	if (!ev_is_active(&job->host_timer)) {
+		ev_timer_init(&job->host_timer, on_host_timer, CMRUN_HOST_CONFIRM, 0.);
+		job->host_timer.data = job;
+		ev_timer_start(job->loop, &job->host_timer);
+	}
+	return true;
+}
