@@ -268,8 +268,13 @@ fi
 name=tmpl_intruder
 if itest_selected $name; then
 	clean=0
-	FT_SLEEP_MS=40 itest_run $name "$NP" --tag-output -v --hosts "$w/two" --launch "$tmpl" -- \
-		ft_suite ring "$ITERS" &
+	(
+		FT_SLEEP_MS=40 itest_run $name "$NP" --tag-output -v --hosts "$w/two" --launch "$tmpl" \
+			-- ft_suite ring "$ITERS"
+		left=$?
+		echo "$itest_rc" >"$w/$name.rc"
+		exit $left
+	) &
 	job=$!
 	port=
 	for i in $(seq 1 100); do
@@ -288,10 +293,11 @@ if itest_selected $name; then
 		) 2>/dev/null
 	fi
 	wait $job || clean=1
+	itest_rc=$(cat "$w/$name.rc" 2>/dev/null || echo none)
 	rm -f "$launches"
 	if [ -z "$port" ]; then
 		itest_fail $name "no control port in cmrun -v's output"
-	elif [ "$itest_rc" -ne 0 ]; then
+	elif [ "$itest_rc" != 0 ]; then
 		itest_fail $name "exit status $itest_rc, expected 0 (the intruder's abort was believed?)"
 	elif ! diff -u "$w/ref_ring.sorted" <(ft_sorted $name) >"$w/$name.diff"; then
 		itest_fail $name "output differs from the failure-free run"
