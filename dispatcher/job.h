@@ -204,6 +204,17 @@ void job_rank_aborted(struct job *job, int rank, int code);
 void job_cm_ready(struct job *job, struct cm_proc *cm, const char *text);
 /* Releases what the job holds (after job_run and output_shutdown). */
 void job_free(struct job *job);
+/* Moves the job to phase, bounded by bound seconds (0: unbounded). */
+void job_enter_phase(struct job *job, enum job_phase phase, double bound);
+
+/* job_start.c: starting the job's processes. */
+/* Starts every CM; the loop waits for their addresses (PHASE_START_CMS). */
+void job_start_cms(struct job *job);
+/* The ranks' environment, then every rank (PHASE_RUN). */
+void job_start_ranks(struct job *job);
+/* Direct transport: a listening socket per local rank, a port per remote
+ * one (--port-base), and the peer list. 0 or -1 after printing why. */
+int job_open_direct_listeners(struct job *job);
 
 /* ft.c: fault tolerance. */
 /* Called once the ranks are started: arms fault injection and the status

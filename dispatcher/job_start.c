@@ -1,0 +1,183 @@
+/* Starting a job: the CMs (and the wait for their addresses), the
+ * listening sockets of direct-transport ranks, the ranks' environment and
+ * the ranks themselves. job.c's loop calls these at the right phase. */
+#include <config.h>
+
+#include "job.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "jobenv.h"
+#include "net.h"
+#include "output.h"
+#include "spawn.h"
+
+static int build_rank_env(struct job *job)
+{
+	const struct cmrun_options *o = job->opts;
+	char *list = o->transport == CMRUN_TRANSPORT_CM ? job->cms_list : job->peers;
+	const char *list_name = o->transport == CMRUN_TRANSPORT_CM     ? CM_ENV_CMS
+	                        : o->transport == CMRUN_TRANSPORT_REPL ? CM_ENV_REPL_PEERS
+	                                                               : CM_ENV_PEERS;
+	int n = 0;
+	job->rank_env = calloc(12, sizeof *job->rank_env);
+	if (job->rank_env == NULL ||
+	    asprintf(&job->rank_env[n++], "%s=%d", CM_ENV_SIZE, o->nranks) < 0 ||
+	    asprintf(&job->rank_env[n++], "%s=%s", CM_ENV_SECRET, job->secret) < 0 ||
+	    asprintf(&job->rank_env[n++], "%s=%s", CM_ENV_TRANSPORT,
+	             cmrun_transport_name(o->transport)) < 0 ||
+	    asprintf(&job->rank_env[n++], "%s=%s", list_name, list) < 0 ||
+	    asprintf(&job->rank_env[n++], "%s=%d", CM_ENV_CONTROL_FD, control_rank_fd(job)) < 0)
+		return -1;
+	if (o->transport == CMRUN_TRANSPORT_REPL &&
+	    asprintf(&job->rank_env[n++], "%s=%d", CM_ENV_REPLICAS, o->replicas) < 0)
+		return -1;
+	/* A beat every quarter of the timeout: three can be late or skipped
+	 * (full pipe, a loaded machine) before a rank looks silent. */
+	uint64_t beat_ms = o->heartbeat_timeout_ns / 4000000u;
+	if (o->heartbeat_timeout_ns &&
+	    asprintf(&job->rank_env[n++], "%s=%llu", CMRUN_ENV_HEARTBEAT_MS,
+	             (unsigned long long)(beat_ms ? beat_ms : 1)) < 0)
+		return -1;
+	if (job->ckpt_pid > 0 &&
+	    (asprintf(&job->rank_env[n++], "%s=%s", CM_ENV_CKPT, job->ckpt_addr) < 0 ||
+	     asprintf(&job->rank_env[n++], "%s=%s", CM_ENV_JOB_ID, job->ckpt_job_id) < 0 ||
+	     (o->ckpt_every &&
+	      asprintf(&job->rank_env[n++], "%s=%s", CM_ENV_CKPT_EVERY, o->ckpt_every) < 0)))
+		return -1;
+	return 0;
+}
+
+void job_start_ranks(struct job *job)
+{
+	if (job->ncms) {
+		job->cms_list = join_addresses(job, true);
+		if (job->cms_list == NULL) {
+			output_message("error: out of memory");
+			job_stop(job, CMRUN_EXIT_FAILURE);
+			return;
+		}
+	}
+	if (build_rank_env(job) < 0) {
+		output_message("error: out of memory");
+		job_stop(job, CMRUN_EXIT_FAILURE);
+		return;
+	}
+	job_enter_phase(job, PHASE_RUN, 0);
+	for (int i = 0; i < job->nprocs && job->phase == PHASE_RUN; i++) {
+		if (spawn_rank(job, &job->ranks[i]) < 0) {
+			job_stop(job, CMRUN_EXIT_NOT_EXECUTABLE);
+			break;
+		}
+		if (job->ranks[i].rank == 0 && job->rank0_stdin >= 0) {
+			/* Rank 0 holds it now; a later incarnation reads /dev/null. */
+			close(job->rank0_stdin);
+			job->rank0_stdin = -1;
+		}
+	}
+	if (job->phase == PHASE_RUN)
+		ft_start(job);
+}
+
+static void on_cm_ready(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct cm_proc *cm = w->data;
+	struct job *job = ev_userdata(loop);
+	ssize_t n = read(cm->ready_fd, cm->ready_buf + cm->ready_len,
+	                 sizeof cm->ready_buf - 1 - cm->ready_len);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n <= 0) {
+		/* Closed without an address: its exit (reported on its own) or
+		 * the start-up bound decides what happens next. */
+		ev_io_stop(loop, w);
+		close(cm->ready_fd);
+		cm->ready_fd = -1;
+		return;
+	}
+	cm->ready_len += (size_t)n;
+	cm->ready_buf[cm->ready_len] = '\0';
+	char *nl = strchr(cm->ready_buf, '\n');
+	if (nl == NULL) {
+		if (cm->ready_len == sizeof cm->ready_buf - 1) {
+			output_message(
+			    "error: cmserver %d wrote a malformed address on its ready pipe",
+			    cm->index);
+			ev_io_stop(loop, w);
+			job_stop(job, CMRUN_EXIT_FAILURE);
+		}
+		return;
+	}
+	*nl = '\0';
+	ev_io_stop(loop, w);
+	close(cm->ready_fd);
+	cm->ready_fd = -1;
+	job_cm_ready(job, cm, cm->ready_buf);
+}
+
+void job_cm_ready(struct job *job, struct cm_proc *cm, const char *text)
+{
+	struct sockaddr_in addr;
+	if (cm->ready)
+		return;
+	if (cm_parse_hostport(text, -1, &addr) < 0 || addr.sin_port == 0) {
+		output_message("error: cmserver %d reported '%.64s', not a HOST:PORT address",
+		               cm->index, text);
+		job_stop(job, CMRUN_EXIT_FAILURE);
+		return;
+	}
+	cm_format_addr(&addr, cm->addr, sizeof cm->addr);
+	cm->ready = true;
+	output_verbose("cmserver %d (pid %d) listening on %s", cm->index, (int)cm->pid, cm->addr);
+}
+
+void job_start_cms(struct job *job)
+{
+	job_enter_phase(job, PHASE_START_CMS, CMRUN_CM_START_TIMEOUT);
+	for (int i = 0; i < job->ncms; i++) {
+		struct cm_proc *cm = &job->cms[i];
+		if (spawn_cm(job, cm) < 0) {
+			job_stop(job, CMRUN_EXIT_FAILURE);
+			return;
+		}
+		if (cm->ready_fd < 0)
+			continue; /* remote: the address comes with its reports */
+		ev_io_init(&cm->ready_io, on_cm_ready, cm->ready_fd, EV_READ);
+		cm->ready_io.data = cm;
+		ev_io_start(job->loop, &cm->ready_io);
+	}
+}
+
+int job_open_direct_listeners(struct job *job)
+{
+	const struct cmrun_options *o = job->opts;
+	struct sockaddr_in any;
+	char text[32];
+	/* Reached from other hosts when some are remote. */
+	snprintf(text, sizeof text, "%s:0", job->any_remote ? job->local_ip : "127.0.0.1");
+	cm_parse_hostport(text, 0, &any);
+	for (int i = 0; i < job->nprocs; i++) {
+		struct rank_proc *r = &job->ranks[i];
+		if (r->remote) {
+			/* It listens itself, on its host's address, at a port
+			 * known in advance (--port-base). */
+			snprintf(text, sizeof text, "%s:%d", o->hosts.list[r->host_index].addr,
+			         o->port_base + i);
+			cm_parse_hostport(text, 0, &r->listen_addr);
+			continue;
+		}
+		r->listen_fd = cm_tcp_listen(&any, &r->listen_addr);
+		if (r->listen_fd < 0) {
+			output_message("error: rank %d: cannot listen on %s: %s", i, text,
+			               strerror(errno));
+			return -1;
+		}
+	}
+	job->peers = join_addresses(job, false);
+	return job->peers ? 0 : -1;
+}
