@@ -9,7 +9,8 @@ BUILD_DIR=${BUILD_DIR:-$top/build}
 CONFIGURE_FLAGS=${CONFIGURE_FLAGS:---enable-werror}
 
 packages=(build-essential autoconf automake libtool pkg-config
-	libev-dev liblmdb-dev libzstd-dev check gnuplot-nox netpipe-tcp procps)
+	libev-dev liblmdb-dev libzstd-dev check gnuplot-nox netpipe-tcp procps
+	iproute2)
 
 missing=()
 for p in "${packages[@]}"; do
