@@ -28,6 +28,8 @@ void cm_core_free(struct cm_core *core)
 	for (uint32_t r = 0; core->dests && r < core->world_size; r++)
 		cm_dest_free(&core->dests[r]);
 	free(core->dests);
+	for (uint32_t r = 0; core->senders && r < core->world_size; r++)
+		cm_buf_unref(core->senders[r].cut_buf);
 	free(core->senders);
 	free(core->rank_sess);
 	free(core);
@@ -45,10 +47,11 @@ void cm_core_log_summary(const struct cm_core *core)
 {
 	struct cm_core_stats st;
 	cm_core_stats(core, &st);
-	cm_info("%llu messages logged (%llu bytes), %llu delivered, %llu re-sends dropped, "
-	        "%llu frames refused, %llu replayed, %llu bytes spilled, %llu collected after "
-	        "checkpoints",
+	cm_info("%llu messages logged (%llu bytes, %llu cut-through, %llu resumed), %llu "
+	        "delivered, %llu re-sends dropped, %llu frames refused, %llu replayed, %llu bytes "
+	        "spilled, %llu collected after checkpoints",
 	        (unsigned long long)st.msgs_logged, (unsigned long long)st.bytes_logged,
+	        (unsigned long long)st.msgs_cut_through, (unsigned long long)st.cut_resumed,
 	        (unsigned long long)st.msgs_delivered, (unsigned long long)st.msgs_duplicate,
 	        (unsigned long long)st.frames_refused, (unsigned long long)st.msgs_replayed,
 	        (unsigned long long)st.log_bytes_spilled,
@@ -132,7 +135,16 @@ void cm_core_emit_header(struct cm_session *to, const struct cm_header *h)
 
 int cm_session_out_iov(struct cm_session *s, struct iovec *iov, int max)
 {
-	return cm_outq_iov(&s->out, iov, max);
+	int n = cm_outq_iov(&s->out, iov, max);
+	struct cm_buf *b;
+	if (n == 0 && (b = cm_outq_blocked(&s->out)) != NULL) {
+		/* Cut-through: the next byte has not arrived. Park (the filling
+		 * reader wakes us), then look again: it may have moved the
+		 * watermark before it could see the flag. */
+		__atomic_store_n(&b->parked, 1, __ATOMIC_SEQ_CST);
+		n = cm_outq_iov(&s->out, iov, max);
+	}
+	return n;
 }
 
 void cm_session_out_consumed(struct cm_session *s, size_t n)
@@ -210,6 +222,18 @@ static void handle_msg(struct cm_session *s, struct cm_frame *f)
 	f->entry = NULL;
 	struct cm_sender *snd = &core->senders[f->h.src];
 
+	if (e == NULL && f->resume && cm_cut_resume(s, &f->h)) {
+		/* Its payload now fills the partial entry; a synchronous one is
+		 * answered like any re-send. */
+		if (f->h.flags & CM_F_SYNC && !cm_session_closing(s))
+			cm_dest_sync_duplicate(core, &core->dests[f->h.dst], s, &f->h);
+		return;
+	}
+	if (e == NULL && f->resume) {
+		/* Not the partial one after all: an ordinary re-send. */
+		s->in_skip = f->h.len;
+		CM_STAT_ADD(core, msgs_duplicate, 1);
+	}
 	if (e == NULL || (snd->has && e->clock <= snd->highest)) {
 		/* A re-send from a re-executing rank (input.c already counted
 		 * one it skipped). A synchronous one still needs its SYNC_ACK,
@@ -235,6 +259,16 @@ static void handle_msg(struct cm_session *s, struct cm_frame *f)
 	 * so a peek that sees has also sees a real clock. */
 	__atomic_store_n(&snd->highest, e->clock, __ATOMIC_RELAXED);
 	__atomic_store_n(&snd->has, true, __ATOMIC_RELEASE);
+	if (f->cut) {
+		/* Remembered so that a re-send can resume it (cut.c). */
+		cm_buf_ref(e->payload);
+		cm_buf_unref(snd->cut_buf);
+		__atomic_store_n(&snd->cut_clock, e->clock, __ATOMIC_RELAXED);
+		__atomic_store_n(&snd->cut_buf, e->payload, __ATOMIC_RELAXED);
+		snd->cut_h = f->h;
+		snd->cut_orphan = false;
+		CM_STAT_ADD(core, msgs_cut_through, 1);
+	}
 	cm_dest_trim(core, d);
 }
 
@@ -421,6 +455,13 @@ void cm_session_input(struct cm_session *s, size_t n)
 {
 	struct cm_frame f;
 	cm_session_received(s, n);
-	while (cm_session_next_frame(s, &f))
-		cm_core_dispatch(s, &f);
+	for (;;) {
+		if (cm_session_next_frame(s, &f)) {
+			cm_core_dispatch(s, &f);
+			continue;
+		}
+		if (cm_session_fill_domain(s) < 0)
+			break;
+		cm_session_fill_notify(s);
+	}
 }

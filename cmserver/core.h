@@ -70,6 +70,8 @@
  *   cm_session_closed(s)     GLOBAL + SENDER(rank of s) + DEST(rank of s) + SESSION(s)
  *                            + OUTQ(s) (+ OUTQ of the newer incarnation it admits)
  *   cm_session_next_frame(s) SESSION(s); on a bad frame also OUTQ(s) (ERROR)
+ *   cm_session_fill_notify(s) DEST(cm_session_fill_domain(s)) + SESSION(s)
+ *                            (+ OUTQs, through the hooks)
  *   cm_session_out_*(s)      OUTQ(s)
  *
  * A HELLO of a newer incarnation waits while the old incarnation's
@@ -100,6 +102,15 @@
  * synchronous MSG dropped as a re-send is handed to dispatch with entry NULL
  * so its SYNC_ACK is answered (SENDER(src) + DEST(dst), like any MSG).
  *
+ * Cut-through (cfg.cut_through_min). A large MSG is dispatched at its
+ * header; its reader (SESSION) then fills the logged payload buffer and
+ * advances its atomic watermark, which writers (OUTQ) read: no lock shared
+ * between them. Who must be woken -- the sessions with a DELIVER of that
+ * buffer queued -- is DEST(dst) state: registered when the DELIVER is
+ * queued, used by cm_session_fill_notify. The partial payload a dead sender
+ * left, and the header a re-send must match, are SENDER(src) state (the
+ * re-send resumes it in MSG dispatch; cm_session_next_frame only peeks).
+ *
  * Nondeterministic events. A rank's EVENT frames (its MPI_Wtime values...)
  * are appended to DEST(rank).events in event order, whatever the
  * incarnation; an EVENT already logged is dropped, one past a gap refused.
@@ -111,6 +122,7 @@
 
 #include "protocol.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -147,6 +159,10 @@ struct cm_core_config {
 	 * DEST(dst) domain; each call stands alone (own transaction). */
 	const struct cm_spill_ops *spill;
 	void *spill_ctx;
+	/* Cut-through forwarding: a MSG with at least this many payload bytes
+	 * is dispatched (logged, matched, its DELIVER queued) as soon as its
+	 * header arrives, and its payload forwarded as it arrives. 0: off. */
+	uint32_t cut_through_min;
 };
 
 struct cm_buf;
@@ -191,6 +207,9 @@ struct cm_core_stats {
 	/* Garbage collection (TRIM after a committed checkpoint): */
 	uint64_t log_entries_collected; /* delivered messages dropped */
 	uint64_t events_collected;      /* events dropped */
+	/* Cut-through forwarding (added): */
+	uint64_t msgs_cut_through; /* MSGs dispatched at their header */
+	uint64_t cut_resumed;      /* partial payloads a re-send completed */
 };
 
 struct cm_core *cm_core_new(const struct cm_core_config *cfg);
@@ -244,11 +263,14 @@ struct cm_frame {
 	struct cm_entry *entry;
 	/* EVENT (added): the value bytes (h.len of them). */
 	uint8_t event[CM_EVENT_PAYLOAD_MAX];
+	/* MSG, cut-through: entry's payload is still arriving (cut), or, with
+	 * entry NULL, this re-send may resume a partial payload (resume). */
+	bool cut, resume;
 };
 
-/* Next complete frame of s: 1 (and *f filled), 0 when more bytes are needed
- * or the session is closing. A malformed or refused frame queues ERROR,
- * marks s closing and returns 0. */
+/* Next complete frame of s: 1 (and *f filled), 0 when more bytes are needed,
+ * the session is closing, or cm_session_fill_notify is due (see below). A
+ * malformed or refused frame queues ERROR, marks s closing and returns 0. */
 int cm_session_next_frame(struct cm_session *s, struct cm_frame *f);
 /* Processes a frame from cm_session_next_frame. */
 void cm_core_dispatch(struct cm_session *s, struct cm_frame *f);
@@ -257,14 +279,28 @@ void cm_core_dispatch(struct cm_session *s, struct cm_frame *f);
  * rank, BYE -> -1. */
 int cm_frame_domain(const struct cm_frame *f);
 
+/* Cut-through. After cm_session_received, and whenever
+ * cm_session_next_frame returns 0, an engine asks cm_session_fill_domain:
+ * a rank >= 0 means the payload s fills moved past a watermark a writer is
+ * parked on, or completed; the engine then calls cm_session_fill_notify in
+ * the DEST domain of that rank (it wakes those writers through hooks.wake,
+ * OUTQ held) and goes on with cm_session_next_frame. -1: nothing due. */
+int cm_session_fill_domain(const struct cm_session *s);
+void cm_session_fill_notify(struct cm_session *s);
+/* s is receiving the payload of a cut-through MSG: an engine that writes
+ * on the reading thread should flush output between reads. */
+int cm_session_filling(const struct cm_session *s);
+
 /* Convenience for single-threaded engines: received + next_frame/dispatch
- * until no complete frame is left. */
+ * (and fill_notify) until no complete frame is left. */
 void cm_session_input(struct cm_session *s, size_t n);
 
 /* ---- output ---- */
 
 /* Fills up to max iovecs with the unwritten output, in order; returns the
- * count (0 = nothing pending). */
+ * count. 0 = nothing to write now: nothing pending, or (cut-through) the
+ * next byte is a payload byte that has not arrived yet -- the writer then
+ * stops (disarms) until hooks.wake; it must not poll. */
 int cm_session_out_iov(struct cm_session *s, struct iovec *iov, int max);
 /* n bytes of that output were written. */
 void cm_session_out_consumed(struct cm_session *s, size_t n);

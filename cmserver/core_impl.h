@@ -10,15 +10,41 @@
 
 /* ---- reference-counted payload bytes ---- */
 
+/* Cut-through (cfg.cut_through_min): a large payload is logged and
+ * delivered when its header arrives and filled while its bytes arrive.
+ * `filled` is the watermark: data[0, filled) is final; a writer exposes no
+ * body byte past it (cm_outq_iov), the reader advances it after each read.
+ * Every other buffer is born complete (filled == len). */
 struct cm_buf {
 	uint32_t refs; /* atomic */
 	uint32_t len;
+	uint32_t filled; /* atomic: bytes of data that are valid */
+	uint32_t parked; /* atomic: a writer found nothing to write past filled */
+	/* Sessions with a DELIVER of this partial buffer queued (each holds a
+	 * reference): woken when the watermark moves. DEST(dst) domain. */
+	struct cm_cut_waiters *waiters;
 	uint8_t data[];
+};
+
+struct cm_cut_waiters {
+	uint32_t n, cap;
+	struct cm_session *sess[];
 };
 
 struct cm_buf *cm_buf_new(uint32_t len);
 void cm_buf_ref(struct cm_buf *b);
 void cm_buf_unref(struct cm_buf *b);
+
+static inline uint32_t cm_buf_filled(const struct cm_buf *b)
+{
+	return __atomic_load_n(&b->filled, __ATOMIC_SEQ_CST);
+}
+
+/* Still filling (cut-through): not fully logged yet. */
+static inline bool cm_buf_partial(const struct cm_buf *b)
+{
+	return b && cm_buf_filled(b) < b->len;
+}
 
 /* ---- the log and its match index ---- */
 
@@ -154,6 +180,9 @@ void cm_outq_free(struct cm_outq *q);
  * (the reference is released). */
 bool cm_outq_push(struct cm_outq *q, const struct cm_out_item *item);
 int cm_outq_iov(const struct cm_outq *q, struct iovec *iov, int max);
+/* The payload buffer whose watermark holds the queue up (nothing can be
+ * written before it moves), or NULL. */
+struct cm_buf *cm_outq_blocked(const struct cm_outq *q);
 void cm_outq_consumed(struct cm_outq *q, size_t n);
 
 /* ---- sessions ---- */
@@ -206,6 +235,22 @@ struct cm_session {
 	bool last_iov_payload; /* the last read_iov started with in_entry's payload */
 	bool bulk;             /* the last MSG was large: read staging in small pieces */
 
+	/* Cut-through: the payload of an already dispatched MSG this connection
+	 * is filling (a reference), read straight into it past its watermark.
+	 * On a resume (a re-executed sender re-sends a MSG whose payload a dead
+	 * connection left partial) the first fill_verify re-sent bytes are read
+	 * into scratch and compared instead. fill_notify: the watermark moved
+	 * while a writer was parked on it, or the payload is complete; the
+	 * engine calls cm_session_fill_notify in DEST(fill_dst) before the next
+	 * frame. */
+	struct cm_buf *fill;
+	uint32_t fill_got, fill_verify;
+	int32_t fill_dst;
+	uint64_t fill_clock;
+	uint8_t *scratch;
+	bool fill_notify, fill_diverged;
+	bool last_iov_fill; /* the last read_iov started with the fill */
+
 	struct cm_outq out;
 };
 
@@ -239,6 +284,14 @@ static inline bool sess_begin_closing(struct cm_session *s)
 struct cm_sender {
 	uint64_t highest; /* highest accepted clock, valid if has */
 	bool has;
+	/* The last cut-through MSG accepted from this rank (a reference) and its
+	 * header: a re-send of that clock resumes it if it is still partial and
+	 * the connection that filled it is gone (cut_orphan). cut_buf and
+	 * cut_clock are also peeked without the lock by input.c. */
+	struct cm_buf *cut_buf;
+	uint64_t cut_clock;
+	struct cm_header cut_h;
+	bool cut_orphan;
 };
 
 struct cm_core {
@@ -264,6 +317,25 @@ void cm_session_fail(struct cm_session *s, enum cm_err code, const char *fmt, ..
     __attribute__((format(printf, 3, 4)));
 struct cm_entry *cm_entry_new(const struct cm_header *h);
 void cm_entry_free(struct cm_entry *e);
+
+/* cut.c: cut-through forwarding. */
+/* A DELIVER of partial buffer b is queued on s: s's writer is woken when
+ * the watermark moves. DEST(dst). false: out of memory. */
+bool cm_cut_watch(struct cm_buf *b, struct cm_session *s);
+/* Releases the waiters of b (b complete, or being freed). */
+void cm_cut_waiters_free(struct cm_buf *b);
+/* Reader side: n payload bytes were stored in s->fill at fill_got. */
+void cm_cut_advance(struct cm_session *s, uint32_t n);
+/* Copies (or, resuming, compares) up to n bytes from p into the fill;
+ * returns how many it took. */
+size_t cm_cut_take(struct cm_session *s, const uint8_t *p, size_t n);
+/* A connection that was filling a payload ends: a partial one is left for a
+ * re-send to resume (SENDER(rank of s)). */
+void cm_cut_orphan(struct cm_session *s);
+/* A re-send of a clock cut_clock names (MSG dispatch, SENDER(src) +
+ * DEST(dst)): resumes the partial payload, or false (an ordinary
+ * duplicate). May fail s. */
+bool cm_cut_resume(struct cm_session *s, const struct cm_header *h);
 
 /* msglog.c, msgrec.c: everything here is DEST(d) domain. */
 bool cm_dest_init(struct cm_dest *d);

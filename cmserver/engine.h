@@ -12,9 +12,10 @@
 
 struct cm_server_opts {
 	const char *mode;
-	uint32_t max_message; /* largest accepted payload */
-	uint64_t log_mem;     /* bytes of delivered log entries kept in memory */
-	unsigned threads;     /* multiplexer, specialized: worker loops (1..64) */
+	uint32_t max_message;     /* largest accepted payload */
+	uint64_t log_mem;         /* bytes of delivered log entries kept in memory */
+	uint32_t cut_through_min; /* forward payloads this large as they arrive; 0: off */
+	unsigned threads;         /* multiplexer, specialized: worker loops (1..64) */
 	char secret[CM_SECRET_LEN];
 	struct cm_monitor *monitor; /* reports to the dispatcher (monitor.h), or NULL */
 	/* Where delivered payloads go past log_mem (spill.h), or NULL: dropped. */

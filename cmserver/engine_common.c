@@ -150,6 +150,7 @@ int cm_engine_threaded(const struct cm_server_opts *opts, int listen_fd,
 	pthread_mutex_init(&e->reg_mu, NULL);
 	struct cm_core_config cfg = {.max_payload = opts->max_message,
 	                             .log_mem = opts->log_mem,
+	                             .cut_through_min = opts->cut_through_min,
 	                             .hooks = {.ctx = e,
 	                                       .wake = eng_on_wake,
 	                                       .out_lock = eng_hook_out_lock,

@@ -72,7 +72,9 @@ void eng_on_readable(struct ev_loop *loop, ev_io *w, int revents)
 			pthread_mutex_lock(&c->in_mu);
 			eng_input(&c->e->locks, c->s, (size_t)r);
 			pthread_mutex_unlock(&c->in_mu);
-			if ((size_t)r < want)
+			/* A cut-through payload is forwarded as it arrives: let the
+			 * writers of this loop run between its reads. */
+			if ((size_t)r < want || cm_session_filling(c->s))
 				break;
 			continue;
 		}

@@ -98,8 +98,20 @@ void eng_input(struct eng_locks *l, struct cm_session *s, size_t n)
 {
 	struct cm_frame f;
 	cm_session_received(s, n);
-	while (cm_session_next_frame(s, &f))
-		eng_dispatch(l, s, &f);
+	for (;;) {
+		if (cm_session_next_frame(s, &f)) {
+			eng_dispatch(l, s, &f);
+			continue;
+		}
+		/* Cut-through: writers parked on the payload s fills are woken
+		 * under the DEST lock of its destination, then input goes on. */
+		int r = cm_session_fill_domain(s);
+		if (r < 0)
+			break;
+		pthread_mutex_lock(&l->dest[rank_stripe(r)]);
+		cm_session_fill_notify(s);
+		pthread_mutex_unlock(&l->dest[rank_stripe(r)]);
+	}
 }
 
 int eng_session_closed(struct eng_locks *l, struct cm_session *s, bool *orderly)

@@ -29,7 +29,8 @@ struct cm_session *eng_session_new(struct eng_locks *l, struct cm_core *core, vo
 /* cm_core_dispatch under the domains the frame's type needs. */
 void eng_dispatch(struct eng_locks *l, struct cm_session *s, struct cm_frame *f);
 /* n bytes arrived for s (its only reader calls this): every complete frame
- * is dispatched under its locks. */
+ * is dispatched under its locks, and the writers a cut-through payload
+ * holds up are woken as it fills. */
 void eng_input(struct eng_locks *l, struct cm_session *s, size_t n);
 /* cm_session_closed under GLOBAL + DEST(rank). Returns the rank (-1 if it
  * never authenticated); *orderly: it said BYE or the server refused it. */

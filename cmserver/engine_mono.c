@@ -154,6 +154,8 @@ static void on_readable(struct ev_loop *loop, ev_io *w, int revents)
 			cm_session_input(c->s, (size_t)r);
 			if ((size_t)r < want)
 				break; /* drained the socket for now */
+			if (m->dirty && cm_session_filling(c->s))
+				break; /* cut-through: forward what arrived, then read on */
 			continue;
 		}
 		if (r == 0) {
@@ -246,6 +248,7 @@ int cm_engine_mono(const struct cm_server_opts *opts, int listen_fd)
 	struct mono m = {.listen_fd = listen_fd};
 	struct cm_core_config cfg = {.max_payload = opts->max_message,
 	                             .log_mem = opts->log_mem,
+	                             .cut_through_min = opts->cut_through_min,
 	                             .hooks = {.ctx = &m, .wake = on_wake}};
 	memcpy(cfg.secret, opts->secret, CM_SECRET_LEN);
 	if (opts->monitor) {

@@ -7,7 +7,12 @@
  * it, and the rest is read straight into the entry (first iovec), with the staging buffer as the
  * second iovec for the frames that follow. A large message is thus copied
  * once from the socket into the log. After every parse the staging buffer
- * holds at most one partial header (or HELLO), moved to its start. */
+ * holds at most one partial header (or HELLO), moved to its start.
+ *
+ * Cut-through (cfg.cut_through_min, cut.c): a large MSG is handed out for
+ * dispatch as soon as its header is parsed, and its payload then read into
+ * the logged buffer (s->fill) past its watermark; a re-send that may resume
+ * a partial payload is handed to dispatch too (f->resume), which decides. */
 #include "config.h"
 
 #include "core_impl.h"
@@ -58,7 +63,21 @@ int cm_session_read_iov(struct cm_session *s, struct iovec iov[2])
 		}
 	}
 	s->last_iov_payload = false;
-	if (s->in_entry && s->in_got < s->in_entry->len) {
+	s->last_iov_fill = false;
+	if (s->fill && s->fill_got < s->fill->len && !discarding(s)) {
+		/* Cut-through: straight into the logged payload past its
+		 * watermark, or, resuming, the re-sent prefix into scratch. */
+		if (s->fill_got < s->fill_verify) {
+			uint32_t v = s->fill_verify - s->fill_got;
+			iov[0].iov_base = s->scratch;
+			iov[0].iov_len = v < CM_STAGING_SIZE ? v : CM_STAGING_SIZE;
+		} else {
+			iov[0].iov_base = s->fill->data + s->fill_got;
+			iov[0].iov_len = s->fill->len - s->fill_got;
+		}
+		s->last_iov_fill = true;
+		n = 1;
+	} else if (s->in_entry && s->in_got < s->in_entry->len) {
 		iov[0].iov_base = s->in_entry->payload->data + s->in_got;
 		iov[0].iov_len = s->in_entry->len - s->in_got;
 		s->last_iov_payload = true;
@@ -77,6 +96,24 @@ int cm_session_read_iov(struct cm_session *s, struct iovec iov[2])
 
 void cm_session_received(struct cm_session *s, size_t n)
 {
+	if (s->last_iov_fill && s->fill) {
+		size_t room;
+		if (s->fill_got < s->fill_verify) {
+			room = s->fill_verify - s->fill_got;
+			if (room > CM_STAGING_SIZE)
+				room = CM_STAGING_SIZE;
+			size_t k = n < room ? n : room;
+			cm_cut_take(s, s->scratch, k); /* compares, stores nothing */
+			n -= k;
+		} else {
+			room = s->fill->len - s->fill_got;
+			size_t k = n < room ? n : room;
+			if (k)
+				cm_cut_advance(s, (uint32_t)k);
+			n -= k;
+		}
+		s->last_iov_fill = false;
+	}
 	if (s->last_iov_payload && s->in_entry) {
 		size_t room = s->in_entry->len - s->in_got;
 		size_t k = n < room ? n : room;
@@ -187,12 +224,39 @@ static void refuse_header(struct cm_session *s, enum cm_err err, const struct cm
 	}
 }
 
+/* A resumed payload whose re-sent prefix is not the logged one. */
+static int refuse_diverged(struct cm_session *s)
+{
+	cm_session_fail(s, CM_E_STATE,
+	                "re-execution of rank %d diverged: the re-sent payload of message %llu "
+	                "differs from the one logged",
+	                (int)s->rank, (unsigned long long)s->fill_clock);
+	return 0;
+}
+
 int cm_session_next_frame(struct cm_session *s, struct cm_frame *f)
 {
+	f->cut = f->resume = false;
 	for (;;) {
 		if (discarding(s)) {
 			drop_input(s);
 			return 0;
+		}
+		if (s->fill_notify)
+			return 0; /* the engine calls cm_session_fill_notify first */
+		if (s->fill_diverged)
+			return refuse_diverged(s);
+		if (s->fill && s->fill_got < s->fill->len) {
+			size_t avail = s->in_end - s->in_pos;
+			if (avail)
+				s->in_pos += cm_cut_take(s, s->in + s->in_pos, avail);
+			if (s->fill_diverged)
+				return refuse_diverged(s);
+			if (s->fill_got < s->fill->len) {
+				compact(s);
+				return 0;
+			}
+			continue; /* complete: fill_notify is set */
 		}
 		if (s->in_entry) {
 			if (s->in_got < s->in_entry->len) {
@@ -263,6 +327,16 @@ int cm_session_next_frame(struct cm_session *s, struct cm_frame *f)
 			const struct cm_sender *snd = &s->core->senders[h.src];
 			if (__atomic_load_n(&snd->has, __ATOMIC_ACQUIRE) &&
 			    h.clock <= __atomic_load_n(&snd->highest, __ATOMIC_RELAXED)) {
+				if (__atomic_load_n(&snd->cut_buf, __ATOMIC_RELAXED) &&
+				    __atomic_load_n(&snd->cut_clock, __ATOMIC_RELAXED) == h.clock) {
+					/* Maybe the partial payload a dead connection left:
+					 * dispatch decides (cm_cut_resume) and sets how its
+					 * payload is read. */
+					f->h = h;
+					f->entry = NULL;
+					f->resume = true;
+					return 1;
+				}
 				CM_STAT_ADD(s->core, msgs_duplicate, 1);
 				s->in_skip = h.len;
 				if (!(h.flags & CM_F_SYNC))
@@ -286,6 +360,21 @@ int cm_session_next_frame(struct cm_session *s, struct cm_frame *f)
 			if (k)
 				memcpy(e->payload->data, s->in + s->in_pos, k);
 			s->in_pos += k;
+			uint32_t cut = s->core->cfg.cut_through_min;
+			if (cut && h.len >= cut && k < h.len && s->fill == NULL) {
+				/* Cut-through: dispatched now, filled as it arrives. */
+				e->payload->filled = (uint32_t)k; /* not shared yet */
+				cm_buf_ref(e->payload);
+				s->fill = e->payload;
+				s->fill_got = (uint32_t)k;
+				s->fill_verify = 0;
+				s->fill_dst = h.dst;
+				s->fill_clock = h.clock;
+				f->h = h;
+				f->entry = e;
+				f->cut = true;
+				return 1;
+			}
 			s->in_got = (uint32_t)k;
 			s->in_entry = e;
 			continue; /* complete now, or waits for the rest */

@@ -43,6 +43,11 @@ static uint64_t default_log_mem(void)
 		return 1ull << 30;
 	return (uint64_t)pages * (uint64_t)page / 4;
 }
+/* Payloads from this size on are forwarded as they arrive (cut-through).
+ * Below it store-and-forward costs less: the frame is dispatched before its
+ * payload and its writer woken per read. Measured on loopback (2 cores):
+ * cut-through loses 5-30 % at 128 KiB, wins 5-35 % at 256 KiB and above. */
+#define DEFAULT_CUT_THROUGH_MIN (256 * 1024)
 /* A HELLO carries 48 bytes: a smaller ceiling would lock every rank out. */
 #define MIN_MAX_MESSAGE CM_HELLO_PAYLOAD
 
@@ -88,6 +93,11 @@ static void usage(FILE *out)
 	    "                       directory under $TMPDIR, removed at exit)\n"
 	    "  --no-spill           drop what is past --log-mem instead (a restarted rank\n"
 	    "                       that needs it then cannot be replayed)\n"
+	    "  --cut-through-min BYTES\n"
+	    "                       forward a message of at least BYTES payload bytes as it\n"
+	    "                       arrives (cut-through): matched at its header, its DELIVER\n"
+	    "                       sent in pieces from the log buffer (default 256KiB;\n"
+	    "                       0 = off: store the whole payload, then forward)\n"
 	    "  --secret-file FILE   read the 32-character job secret from the first line of\n"
 	    "                       FILE; the environment variable %s takes precedence\n"
 	    "  -v, --verbose        report connections and errors; twice for debug output\n"
@@ -146,6 +156,7 @@ int main(int argc, char **argv)
 		OPT_LOG_MEM,
 		OPT_SPILL_DIR,
 		OPT_NO_SPILL,
+		OPT_CUT_THROUGH,
 		OPT_SECRET
 	};
 	static const struct option longopts[] = {
@@ -158,6 +169,7 @@ int main(int argc, char **argv)
 	    {"log-mem", required_argument, NULL, OPT_LOG_MEM},
 	    {"spill-dir", required_argument, NULL, OPT_SPILL_DIR},
 	    {"no-spill", no_argument, NULL, OPT_NO_SPILL},
+	    {"cut-through-min", required_argument, NULL, OPT_CUT_THROUGH},
 	    {"secret-file", required_argument, NULL, OPT_SECRET},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
@@ -170,7 +182,8 @@ int main(int argc, char **argv)
 	bool no_spill = false;
 	int verbosity = 0;
 	struct cm_server_opts opts = {.max_message = CM_DEFAULT_MAX_PAYLOAD,
-	                              .log_mem = default_log_mem()};
+	                              .log_mem = default_log_mem(),
+	                              .cut_through_min = DEFAULT_CUT_THROUGH_MIN};
 
 	cm_log_init("cmserver", 0);
 	opterr = 0;
@@ -203,6 +216,10 @@ int main(int argc, char **argv)
 			break;
 		case OPT_NO_SPILL:
 			no_spill = true;
+			break;
+		case OPT_CUT_THROUGH:
+			opts.cut_through_min =
+			    (uint32_t)parse_size_opt("--cut-through-min", optarg, 0, UINT32_MAX);
 			break;
 		case OPT_LOG_MEM:
 			opts.log_mem = parse_size_opt("--log-mem", optarg, 0, UINT64_MAX);
@@ -289,8 +306,10 @@ int main(int argc, char **argv)
 	cm_format_addr(&bound, where, sizeof where);
 	printf("cmserver: listening on %s\n", where);
 	fflush(stdout);
-	cm_info("mode %s (%u threads), max message %u bytes, log memory %llu bytes", opts.mode,
-	        opts.threads, (unsigned)opts.max_message, (unsigned long long)opts.log_mem);
+	cm_info("mode %s (%u threads), max message %u bytes, log memory %llu bytes, "
+	        "cut-through from %u bytes",
+	        opts.mode, opts.threads, (unsigned)opts.max_message,
+	        (unsigned long long)opts.log_mem, (unsigned)opts.cut_through_min);
 	if (ready_fd >= 0) {
 		char line[80];
 		int n = snprintf(line, sizeof line, "%s\n", where);

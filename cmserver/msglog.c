@@ -311,6 +311,12 @@ void cm_emit_deliver(const struct cm_entry *e, struct cm_session *to, uint64_t r
 	it.ref = e->payload;
 	if (it.ref)
 		cm_buf_ref(it.ref);
+	if (cm_buf_partial(e->payload) && !cm_cut_watch(e->payload, to)) {
+		/* Its writer could never be woken: better refused than stuck. */
+		cm_buf_unref(it.ref);
+		cm_session_fail(to, CM_E_LENGTH, "out of memory forwarding a message");
+		return;
+	}
 	cm_core_emit(to, &it);
 }
 
@@ -475,7 +481,10 @@ bool cm_dest_probe(struct cm_core *core, struct cm_dest *d, struct cm_session *s
 void cm_dest_trim(struct cm_core *core, struct cm_dest *d)
 {
 	uint64_t kept = __atomic_load_n(&core->delivered_kept, __ATOMIC_RELAXED);
-	while (kept > core->cfg.log_mem && d->log_head && d->log_head->delivered) {
+	/* A payload still arriving (cut-through) is not fully logged: neither
+	 * it nor anything after it goes. */
+	while (kept > core->cfg.log_mem && d->log_head && d->log_head->delivered &&
+	       !cm_buf_partial(d->log_head->payload)) {
 		struct cm_entry *e = d->log_head;
 		d->log_head = e->log_next;
 		if (d->log_head == NULL)

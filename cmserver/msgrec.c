@@ -244,6 +244,11 @@ void cm_dest_gc(struct cm_core *core, struct cm_dest *d, uint64_t req_cut, uint6
 {
 	if (req_cut > d->nrecs)
 		req_cut = d->nrecs;
+	/* A message still arriving (cut-through) cannot be in a checkpoint
+	 * image: neither it nor its record goes, nor anything after it. */
+	for (const struct cm_entry *e = d->log_head; e && req_cut > d->recs_base; e = e->log_next)
+		if (e->delivered && e->req_id < req_cut && cm_buf_partial(e->payload))
+			req_cut = e->req_id;
 	if (req_cut > d->recs_base) {
 		/* Spilled entries are in no log list: the record held them. First,
 		 * while every record still points at a live entry. */

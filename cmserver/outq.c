@@ -1,6 +1,8 @@
 /* Reference-counted payload buffers and the per-session output queue: a
  * ring of (header bytes, reference to payload bytes) items, drained with
- * writev and surviving partial writes. Pure data structures, no I/O. */
+ * writev and surviving partial writes. Pure data structures, no I/O. A
+ * payload still arriving (cut-through, cut.c) is exposed up to its
+ * watermark only, and nothing queued after it before it is complete. */
 #include "config.h"
 
 #include "core_impl.h"
@@ -15,6 +17,9 @@ struct cm_buf *cm_buf_new(uint32_t len)
 		return NULL;
 	b->refs = 1;
 	b->len = len;
+	b->filled = len;
+	b->parked = 0;
+	b->waiters = NULL;
 	return b;
 }
 
@@ -25,8 +30,10 @@ void cm_buf_ref(struct cm_buf *b)
 
 void cm_buf_unref(struct cm_buf *b)
 {
-	if (b && __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) == 0)
+	if (b && __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		cm_cut_waiters_free(b); /* a partial payload nobody completed */
 		free(b);
+	}
 }
 
 void cm_outq_init(struct cm_outq *q)
@@ -70,12 +77,26 @@ bool cm_outq_push(struct cm_outq *q, const struct cm_out_item *item)
 	return true;
 }
 
+/* Body bytes of it that may be written: all of them, except for a payload
+ * still arriving (cut-through), whose watermark bounds them. */
+static size_t body_ready(const struct cm_out_item *it)
+{
+	if (it->ref == NULL)
+		return it->body_len;
+	size_t at = (size_t)(it->body - it->ref->data);
+	size_t filled = cm_buf_filled(it->ref);
+	if (filled >= at + it->body_len)
+		return it->body_len;
+	return filled > at ? filled - at : 0;
+}
+
 int cm_outq_iov(const struct cm_outq *q, struct iovec *iov, int max)
 {
 	int n = 0;
 	size_t off = q->first_off;
 	for (size_t i = 0; i < q->count && n < max; i++) {
 		const struct cm_out_item *it = &q->items[(q->first + i) & (q->cap - 1)];
+		size_t ready = body_ready(it);
 		if (off < it->head_len) {
 			iov[n].iov_base = (void *)(it->head + off);
 			iov[n].iov_len = it->head_len - off;
@@ -84,14 +105,26 @@ int cm_outq_iov(const struct cm_outq *q, struct iovec *iov, int max)
 		} else {
 			off -= it->head_len;
 		}
-		if (it->body_len > off && n < max) {
+		if (ready > off && n < max) {
 			iov[n].iov_base = (void *)(it->body + off);
-			iov[n].iov_len = it->body_len - off;
+			iov[n].iov_len = ready - off;
 			n++;
 		}
 		off = 0;
+		if (ready < it->body_len)
+			break; /* later frames wait: order on the wire */
 	}
 	return n;
+}
+
+struct cm_buf *cm_outq_blocked(const struct cm_outq *q)
+{
+	if (q->count == 0)
+		return NULL;
+	const struct cm_out_item *it = &q->items[q->first];
+	if (q->first_off < it->head_len || body_ready(it) + it->head_len > q->first_off)
+		return NULL;
+	return it->ref;
 }
 
 void cm_outq_consumed(struct cm_outq *q, size_t n)

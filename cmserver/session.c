@@ -47,7 +47,9 @@ void cm_session_release(struct cm_session *s)
 	if (s == NULL || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) != 0)
 		return;
 	cm_entry_free(s->in_entry);
+	cm_buf_unref(s->fill);
 	cm_outq_free(&s->out);
+	free(s->scratch);
 	free(s->in);
 	free(s);
 }
@@ -104,6 +106,9 @@ void cm_session_closed(struct cm_session *s)
 	if (was == CM_S_READY && s->registered && cfg->rank_lost)
 		cfg->rank_lost(cfg->rank_lost_ctx, s->rank, s->incarnation);
 	unpark(s);
+	/* A payload left partial waits for its re-send, before a waiting
+	 * newer incarnation is admitted below. */
+	cm_cut_orphan(s);
 	int32_t rank = s->rank;
 	struct cm_session *next = s->successor;
 	s->successor = NULL;
@@ -275,10 +280,10 @@ static void admit(struct cm_session *s, int32_t rank, uint32_t incarnation)
 	core->rank_sess[rank] = s;
 
 	const struct cm_sender *snd = &core->senders[rank];
-	struct cm_header ack = {.type = CM_T_HELLO_ACK,
-	                        .src = rank,
-	                        .dst = rank,
-	                        .clock = snd->has ? snd->highest + 1 : 0};
+	uint64_t next = snd->has ? snd->highest + 1 : 0;
+	if (snd->cut_orphan && cm_buf_partial(snd->cut_buf))
+		next = snd->cut_clock; /* accepted, but its payload is not all here */
+	struct cm_header ack = {.type = CM_T_HELLO_ACK, .src = rank, .dst = rank, .clock = next};
 	cm_core_emit_header(s, &ack);
 	cm_info("rank %d connected (incarnation %u)", (int)rank, (unsigned)incarnation);
 }
