@@ -9,6 +9,11 @@
  * src = dst = its rank) to its own live replicas. A non-master keeps a copy
  * (backup) of every send until its commit arrives.
  *
+ * Latency (a ping-pong's critical path is master to master): the copies for
+ * the destination's other replicas and the commits go out in batches
+ * (transport_repl_send.c), non-masters read lazily, and a master with a
+ * single source sleeps in recvmsg() on it (lazy_*, single_source, below).
+ *
  * Message id: (source, destination, sequence number of the pair), computed
  * identically by every replica; the pair's sequence goes in the header's
  * clock. A receiver accepts exactly sequence next[src], holds later ones
@@ -36,6 +41,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -43,6 +49,76 @@
 #include "transport_repl.h"
 
 static const struct cm_conn_ops repl_ops;
+
+/* A non-master is off the critical path: nothing its master does waits for
+ * it (its sends are backups; a synchronous send completes on the first
+ * replica's ack, the destination master's). Woken for every message, it
+ * would only take CPU from the masters when replicas share cores. So while
+ * messages keep coming it reads lazily: the kernel wakes it once
+ * REPL_LAZY_BYTES are queued on a connection (SO_RCVLOWAT) and it sweeps
+ * every connection at least every REPL_LAZY_MS, handling what piled up in
+ * one go. A sweep that finds nothing turns this off (an idle replica
+ * sleeps until the first byte); the next frame turns it on again. The end
+ * of a connection wakes it at once either way: a master's death is seen
+ * as promptly as before, and a promoted replica reads eagerly. */
+#define REPL_LAZY_BYTES (32 * 1024)
+#define REPL_LAZY_MS 3
+/* A master's sleep on a single source lasts at most this long. */
+#define REPL_SLEEP_MS 2
+
+static void set_lowat(struct cm_conn *c, int bytes)
+{
+	/* Best effort: without it the replica is only woken more often. */
+	(void)setsockopt(c->fd, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof bytes);
+}
+
+static void set_lazy(struct repl *s, int on)
+{
+	if (s->lazy == on)
+		return;
+	s->lazy = on;
+	s->last_sweep_ms = cm_now_ms();
+	for (size_t i = 0; i < s->net.nconns; i++) {
+		struct cm_conn *c = s->net.conns[i];
+		if (c->accepted && cm_conn_alive(c))
+			set_lowat(c, on ? REPL_LAZY_BYTES : 1);
+	}
+}
+
+/* How long this wait may sleep. */
+static int lazy_wait_ms(struct repl *s, int timeout_ms)
+{
+	if (repl_is_master(s) || s->draining) {
+		set_lazy(s, 0);
+		return timeout_ms;
+	}
+	if (s->lazy && (timeout_ms < 0 || timeout_ms > REPL_LAZY_MS))
+		return REPL_LAZY_MS;
+	return timeout_ms;
+}
+
+/* After a wait that started with frames_in == before. */
+static void lazy_after_wait(struct repl *s, unsigned long before)
+{
+	if (repl_is_master(s) || s->draining)
+		return;
+	if (!s->lazy) {
+		if (s->frames_in != before)
+			set_lazy(s, 1); /* busy again */
+		return;
+	}
+	long long now = cm_now_ms();
+	if (now - s->last_sweep_ms < REPL_LAZY_MS)
+		return;
+	s->last_sweep_ms = now;
+	for (size_t i = 0; i < s->net.nconns; i++) {
+		struct cm_conn *c = s->net.conns[i];
+		if (c->accepted && cm_conn_alive(c))
+			cm_conn_read(c); /* returns what is queued, below the mark too */
+	}
+	if (s->frames_in == before)
+		set_lazy(s, 0); /* idle: sleep until the first byte */
+}
 
 int repl_is_master(const struct repl *s)
 {
@@ -85,6 +161,12 @@ static enum cm_err on_hello(struct cm_conn *c, const struct cm_header *h,
 	c->peer = h->src * s->nrep + (int)hello->incarnation;
 	snprintf(c->name, sizeof c->name, "connection from rank %d replica %u", h->src,
 	         hello->incarnation);
+	if (s->lazy)
+		set_lowat(c, REPL_LAZY_BYTES);
+	/* Bounds a master's sleep in recvmsg() on it (single_source); other
+	 * reads never block. */
+	struct timeval tv = {.tv_sec = 0, .tv_usec = REPL_SLEEP_MS * 1000};
+	(void)setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 	/* No HELLO_ACK: an accepted connection is only ever read (see
 	 * repl_sync_ack), so a write error can never make us drop input a
 	 * dead sender left in it; its opener only ever writes. */
@@ -146,11 +228,9 @@ static int on_header(struct cm_conn *c, const struct cm_header *h, struct cm_sin
 	if (h->type != CM_T_MSG || h->src != peer_rank || h->dst != s->rank || peer_rank == s->rank)
 		return cm_conn_refuse(c, CM_E_STATE, "%s %d->%d on the connection with rank %d",
 		                      cm_type_str(h->type), h->src, h->dst, peer_rank);
-	struct rmsg *u = calloc(1, sizeof *u);
-	if (u == NULL || (h->len > 0 && (u->data = malloc(h->len)) == NULL)) {
-		free(u);
+	struct rmsg *u = repl_msg_new(h->len);
+	if (u == NULL)
 		return cm_conn_fail(c, "out of memory for a %u-byte message", h->len);
-	}
 	*sink = (struct cm_sink){.buf = u->data, .cap = h->len, .kind = 1, .cookie = u};
 	return 0;
 }
@@ -158,6 +238,7 @@ static int on_header(struct cm_conn *c, const struct cm_header *h, struct cm_sin
 static int on_frame(struct cm_conn *c, const struct cm_header *h, const struct cm_sink *sink)
 {
 	struct repl *s = c->owner;
+	s->frames_in++;
 	if (h->type == CM_T_BYE)
 		return 0;
 	if (h->type == CM_T_EVENT && h->tag == REPL_VOTE_CANCEL) {
@@ -208,6 +289,7 @@ static const struct cm_conn_ops repl_ops = {
  * only (see on_hello). */
 void repl_sync_ack(struct repl *s, const struct rmsg *u)
 {
+	repl_flush_replicas(s); /* the choice that matched it goes first */
 	struct cm_conn *c = repl_link_to(s, u->from);
 	if (c && cm_conn_alive(c))
 		cm_conn_send_ctl(c, CM_T_SYNC_ACK, 0, s->rank, u->m.src, u->m.tag, u->m.ctx, u->seq,
@@ -231,6 +313,16 @@ static void drain_peer(struct repl *s, int p)
 		if (cm_conn_alive(c) && (c->peer == p || c->peer < 0))
 			cm_conn_read(c);
 	}
+}
+
+/* Frees c, and the message it was receiving: a sender that died in the
+ * middle of a frame leaves its part behind (its next replica re-sends it
+ * whole). */
+static void free_conn(struct cm_conn *c)
+{
+	if (c->in_body && c->in_sink.kind == 1)
+		repl_msg_free(c->in_sink.cookie);
+	cm_conn_free(c);
 }
 
 /* Frees connections that ended; their far end is dead (or finished). */
@@ -257,85 +349,92 @@ static void reap(struct repl *s)
 				s->out[p] = NULL;
 		}
 		repl_settle_conn(s, c);
-		cm_conn_free(c);
+		free_conn(c);
 	}
 	s->net.nconns = keep;
+	if (s->changed)
+		repl_flush(s); /* a promoted replica wants what we hold for it */
 	if (!s->draining)
 		repl_check_master(s);
 }
 
+/* A master's wait, as the direct transport's: when what it waits for can
+ * only come from one process (the one master of another rank connected to
+ * us), it sleeps in recvmsg() on that connection instead of epoll_wait()
+ * then recvmsg(): one system call per message on the critical path of a
+ * ping-pong instead of two. What else can happen meanwhile is not urgent
+ * for a master: a non-master's frames (acks, BYE) and death (our writes to
+ * it fail); the death of the source's master ends the sleep (its
+ * connection closes). Not done while a write waits for room (EPOLLOUT),
+ * while collecting cancel votes from our replicas, or with a connection
+ * not introduced yet. A new process connecting to us (a rank's first
+ * message) waits at most REPL_SLEEP_MS: the sleep is bounded
+ * (SO_RCVTIMEO) and an epoll round runs at least every REPL_SLEEP_MS. */
+static struct cm_conn *single_source(struct repl *s, int timeout_ms)
+{
+	if (timeout_ms >= 0 || s->draining || s->hold_matching || s->changed ||
+	    !repl_is_master(s) || cm_now_ms() - s->last_poll_ms >= REPL_SLEEP_MS)
+		return NULL;
+	struct cm_conn *source = NULL;
+	for (size_t i = 0; i < s->net.nconns; i++) {
+		struct cm_conn *c = s->net.conns[i];
+		if (!cm_conn_alive(c) || cm_conn_pending_output(c))
+			return NULL;
+		if (!c->accepted)
+			continue;
+		if (c->peer < 0)
+			return NULL;
+		int rank = c->peer / s->nrep;
+		if (rank == s->rank || c->peer % s->nrep != repl_master_of(s, rank))
+			continue;
+		if (source)
+			return NULL;
+		source = c;
+	}
+	return source;
+}
+
+/* Master: milliseconds until the batch is due (REPL_BATCH_MS after its
+ * oldest message), 0: now, -1: no batch. */
+static long long batch_due_ms(const struct repl *s)
+{
+	if (s->uncommitted == 0)
+		return -1;
+	long long due = s->uncommitted_since_ms + REPL_BATCH_MS - cm_now_ms();
+	return due > 0 ? due : 0;
+}
+
+/* May return before timeout_ms with nothing done (callers loop). */
 static int repl_progress(struct cm_transport *t, int timeout_ms)
 {
 	struct repl *s = t->state;
 	if (s->fatal)
 		return -1;
-	if (cm_connset_poll(&s->net, s->rank, timeout_ms, accept_all, s) < 0)
+	repl_flush_replicas(s);
+	long long due = batch_due_ms(s);
+	if (due == 0) {
+		repl_flush(s);
+		due = -1;
+	}
+	struct cm_conn *source = single_source(s, timeout_ms);
+	if (source && !cm_connset_output_pending(&s->net)) {
+		cm_conn_read_wait(source);
+		reap(s);
+		return s->fatal ? -1 : 0;
+	}
+	int wait = lazy_wait_ms(s, timeout_ms);
+	if (due > 0 && (wait < 0 || wait > due))
+		wait = (int)due;
+	unsigned long before = s->frames_in;
+	if (cm_connset_poll(&s->net, s->rank, wait, accept_all, s) < 0)
 		return -1;
+	s->last_poll_ms = cm_now_ms();
+	lazy_after_wait(s, before);
 	reap(s);
 	return s->fatal ? -1 : 0;
 }
 
 /* ---- requests ---- */
-
-static int repl_isend(struct cm_transport *t, struct cm_req *req)
-{
-	struct repl *s = t->state;
-	req->done = 0;
-	req->error = 0;
-	if (req->peer < 0 || req->peer >= s->size || req->tag < 0 ||
-	    req->slen > CM_DEFAULT_MAX_PAYLOAD || (req->slen && !req->sbuf)) {
-		cm_err("rank %d: send to rank %d tag %d length %zu: bad destination, tag "
-		       "or length",
-		       s->rank, req->peer, req->tag, req->slen);
-		return -1;
-	}
-	if (s->fatal)
-		return -1;
-	if (req->peer == s->rank)
-		return repl_self_send(s, req);
-	uint64_t seq = s->sendseq[req->peer]++;
-	req->id = seq;
-	if (seq < s->committed[req->peer]) {
-		req->done = 1; /* our (earlier) master sent it already */
-		return 0;
-	}
-	struct rrec *r = calloc(
-	    1, sizeof *r + (size_t)s->nrep * (sizeof(struct cm_req) + sizeof(struct cm_conn *)));
-	if (r == NULL || (req->slen && (r->data = malloc(req->slen)) == NULL)) {
-		free(r);
-		cm_err("rank %d: out of memory for a %zu-byte message", s->rank, req->slen);
-		return -1;
-	}
-	r->tok = (struct cm_req *)(r + 1);
-	r->tok_conn = (struct cm_conn **)(r->tok + s->nrep);
-	r->dst = req->peer;
-	r->tag = req->tag;
-	r->ctx = req->ctx;
-	r->seq = seq;
-	r->sync = req->sync;
-	r->len = req->slen;
-	if (req->slen)
-		memcpy(r->data, req->sbuf, req->slen);
-	if (!repl_is_master(s)) {
-		/* A backup until the master's commit; the send itself is done. */
-		if (s->backups_tail)
-			s->backups_tail->next = r;
-		else
-			s->backups = r;
-		s->backups_tail = r;
-		req->done = 1;
-		return 0;
-	}
-	if (req->sync) {
-		req->t_off = CM_SEND_WAIT_ACK;
-		req->id = repl_key(req->peer, seq);
-		if (cm_reqmap_put(&s->syncs, req) < 0)
-			return -1;
-	} else {
-		req->done = 1;
-	}
-	return repl_wire_send(s, r);
-}
 
 static int repl_irecv(struct cm_transport *t, struct cm_req *req)
 {
@@ -346,103 +445,26 @@ static int repl_irecv(struct cm_transport *t, struct cm_req *req)
 	return repl_post_recv(s, req);
 }
 
-static int repl_event(struct cm_transport *t, uint32_t kind, void *value, size_t len,
-                      int *replayed);
-
-/* What a probe finds depends on what has arrived: the master's answer goes
- * to the replicas as an event (CM_EV_PROBE) and a non-master returns it,
- * "nothing" even if it has a match by now, or else the message the master
- * found (the first from that source with that tag: the same one everywhere,
- * since each pair's messages arrive in order), waiting for it if needed. */
-static int repl_probe(struct cm_transport *t, int src, int tag, uint32_t ctx, int blocking,
-                      struct cm_probe_result *out)
-{
-	struct repl *s = t->state;
-	/* A non-master's own look does not block: what it needs may be held
-	 * behind a receive waiting for its master's choice. */
-	int master = repl_is_master(s);
-	if (cm_match_probe(t, &s->match, s->rank, s->size, src, tag, ctx, blocking && master, out) <
-	    0)
-		return -1;
-	uint8_t answer[8];
-	int replayed;
-	cm_put_u32(answer, (uint32_t)(out->found ? out->source : -1));
-	cm_put_u32(answer + 4, (uint32_t)(out->found ? out->tag : -1));
-	if (repl_event(t, CM_EV_PROBE, answer, sizeof answer, &replayed) < 0)
-		return -1;
-	if (!replayed) /* we lead (maybe promoted since our look): our answer stands
-	                */
-		return blocking && !out->found
-		           ? cm_match_probe(t, &s->match, s->rank, s->size, src, tag, ctx, 1, out)
-		           : 0;
-	int32_t msrc = (int32_t)cm_get_u32(answer), mtag = (int32_t)cm_get_u32(answer + 4);
-	if (msrc < 0 && !blocking) {
-		memset(out, 0, sizeof *out);
-		out->source = out->tag = -1;
-		return 0;
-	}
-	if (msrc < 0 || msrc >= s->size || mtag < 0 || (src != CM_ANY_SOURCE && msrc != src) ||
-	    (tag != CM_ANY_TAG && mtag != tag)) {
-		cm_err("rank %d replica %d: the master's probe answer (source %d, tag %d) "
-		       "does not "
-		       "fit this probe (source %d, tag %d): the replicas diverged",
-		       s->rank, s->replica, (int)msrc, (int)mtag, src, tag);
-		return -1;
-	}
-	while (!repl_find_arrived(s, msrc, mtag, ctx, out))
-		if (t->progress(t, -1) < 0)
-			return -1;
-	return 0;
-}
-
-/* A nondeterministic value (MPI_Wtime): the master's own, sent to its
- * replicas; a non-master waits for the master's and uses it. */
-static int repl_event(struct cm_transport *t, uint32_t kind, void *value, size_t len, int *replayed)
-{
-	struct repl *s = t->state;
-	*replayed = 0;
-	if (len < 1 || len > CM_EVENT_PAYLOAD_MAX)
-		return -1;
-	while (s->events_used == s->nevents && !repl_is_master(s))
-		if (repl_progress(t, -1) < 0)
-			return -1;
-	if (s->events_used < s->nevents) {
-		const struct repl_event *e = &s->events[s->events_used++];
-		if (e->kind != kind || e->len != len) {
-			cm_err("rank %d replica %d: event %zu is of kind %u, the program asks for "
-			       "kind %u: the replicas diverged",
-			       s->rank, s->replica, s->events_used - 1, e->kind, kind);
-			return -1;
-		}
-		memcpy(value, e->value, len);
-		*replayed = 1;
-		return 0;
-	}
-	if (repl_add_event(s, kind, value, len) < 0) {
-		cm_err("rank %d: out of memory for events", s->rank);
-		return -1;
-	}
-	s->events_used++;
-	repl_send_event(s, s->nevents - 1);
-	return 0;
-}
-
 /* ---- life cycle ---- */
 
 static void repl_free(struct repl *s)
 {
+	for (size_t i = 0; i < s->net.nconns; i++)
+		free_conn(s->net.conns[i]);
+	s->net.nconns = 0;
 	cm_connset_free(&s->net);
 	if (s->listen_fd >= 0)
 		close(s->listen_fd);
 	repl_free_queues(s);
 	for (struct rrec *r = s->backups, *n; r; r = n) {
 		n = r->next;
-		repl_record_free(r);
+		repl_record_free(s, r);
 	}
 	for (struct rrec *r = s->inflight, *n; r; r = n) {
 		n = r->next;
-		repl_record_free(r);
+		repl_record_free(s, r);
 	}
+	repl_spare_free(s);
 	cm_reqmap_free(&s->syncs);
 	free(s->out);
 	free(s->dead);
@@ -450,6 +472,10 @@ static void repl_free(struct repl *s)
 	free(s->addrs);
 	free(s->sendseq);
 	free(s->committed);
+	free(s->commit_sent);
+	free(s->commit_upto);
+	free(s->batch_saved);
+	free(s->batch_conns);
 	free(s->nextseq);
 	free(s->events);
 	free(s->choices);
@@ -477,9 +503,14 @@ static int repl_setup(struct repl *s, const struct cm_job *job)
 	s->addrs = calloc(nproc, sizeof *s->addrs);
 	s->sendseq = calloc((size_t)job->size, sizeof *s->sendseq);
 	s->committed = calloc((size_t)job->size, sizeof *s->committed);
+	s->commit_sent = calloc((size_t)job->size, sizeof *s->commit_sent);
+	s->commit_upto = calloc((size_t)job->size, sizeof *s->commit_upto);
+	s->batch_saved = calloc(nproc, 1);
+	s->batch_conns = calloc(nproc, sizeof *s->batch_conns);
 	s->nextseq = calloc((size_t)job->size, sizeof *s->nextseq);
 	if (s->net.epfd < 0 || !s->out || !s->dead || !s->finished || !s->addrs || !s->sendseq ||
-	    !s->committed || !s->nextseq) {
+	    !s->committed || !s->commit_sent || !s->commit_upto || !s->batch_saved ||
+	    !s->batch_conns || !s->nextseq) {
 		cm_err("rank %d: cannot set up the replication transport: %s", job->rank,
 		       strerror(errno));
 		return -1;
@@ -537,6 +568,15 @@ static int repl_finalize(struct cm_transport *t)
 	struct repl *s = t->state;
 	if (s == NULL)
 		return 0;
+	/* Everything on the wire and committed first: a sibling that sees
+	 * our BYE and then our end must find no backup to re-send. */
+	if (repl_is_master(s))
+		repl_flush(s);
+	int rc = cm_wait_until(t, s->rank, flushed, CM_FLUSH_TIMEOUT_MS, "messages still unsent");
+	if (repl_is_master(s)) {
+		repl_commit(s, 0);
+		repl_flush_replicas(s);
+	}
 	/* BYE on every connection we opened: we finished, nothing of ours
 	 * is missing (a sibling must not take over and re-send). */
 	for (size_t i = 0; i < s->net.nconns; i++) {
@@ -545,7 +585,8 @@ static int repl_finalize(struct cm_transport *t)
 			cm_conn_send_ctl(c, CM_T_BYE, 0, s->rank, c->peer / s->nrep, 0, 0, 0, NULL,
 			                 0);
 	}
-	int rc = cm_connset_finish(t, &s->net, s->rank, flushed, &s->fatal, &s->draining);
+	if (cm_connset_finish(t, &s->net, s->rank, flushed, &s->fatal, &s->draining) < 0)
+		rc = -1;
 	repl_free(s);
 	t->state = NULL;
 	return rc;

@@ -22,7 +22,9 @@ static inline uint64_t repl_key(int rank, uint64_t seq)
 /* A message this replica sends: a backup (non-master) or in flight
  * (master: being written to the destination's replicas). */
 struct rrec {
-	struct rrec *next;
+	struct rrec *next;  /* in the backups or the in-flight list */
+	struct rrec *dnext; /* in the batch of deferred writes */
+	int batched;        /* some writes wait for the batch (defer) */
 	int dst;
 	int tag;
 	uint32_t ctx;
@@ -33,6 +35,8 @@ struct rrec {
 	int pending;               /* writes not yet taken by the kernel (+1 while queueing) */
 	struct cm_req *tok;        /* [nrep] one completion token per destination replica */
 	struct cm_conn **tok_conn; /* [nrep] where that token's write is queued, or NULL */
+	char *defer;               /* [nrep] that write waits for the next batch */
+	size_t cap;                /* room for the payload */
 };
 
 /* A message received, accepted in order, not yet matched (or held until
@@ -67,7 +71,29 @@ struct repl {
 	uint64_t *committed; /* [size] our master committed sequences below this */
 	uint64_t *nextseq;   /* [size] next sequence accepted from each rank */
 	struct rrec *backups, *backups_tail;
-	struct rrec *inflight;
+	struct rrec *inflight, *inflight_tail; /* oldest first */
+	struct rrec *spare;                    /* freed small records, for reuse */
+	int nspare;
+	/* Master: batches (transport_repl_send.c). deferred: records with
+	 * writes to non-master replicas waiting for the batch, oldest first.
+	 * commit_sent[dst]: our last commit covered dst's sequences below it;
+	 * uncommitted(_bytes, _since_ms): messages put on the wire since,
+	 * i.e. what each replica of ours keeps as backups. */
+	struct rrec *deferred, *deferred_tail;
+	uint64_t *commit_sent; /* [size] */
+	uint64_t *commit_upto; /* [size] scratch of repl_commit */
+	size_t uncommitted, uncommitted_bytes;
+	long long uncommitted_since_ms;
+	int replicas_queued; /* frames (events, commits) queued to our replicas */
+	int in_batch;        /* write_deferred is completing records */
+	char *batch_saved;   /* [size * nrep] scratch of write_deferred */
+	int *batch_conns;    /* [size * nrep] */
+	/* Non-master: lazy reading (repl_lazy_*). frames_in counts frames
+	 * received, to tell an idle wait from a busy one. */
+	int lazy;
+	long long last_sweep_ms;
+	long long last_poll_ms; /* the last epoll round (single_source) */
+	unsigned long frames_in;
 	struct cm_reqmap syncs;
 
 	struct cm_matchq match;
@@ -119,8 +145,35 @@ int repl_is_master(const struct repl *s);
 struct cm_conn *repl_link_to(struct repl *s, int p);
 void repl_sync_ack(struct repl *s, const struct rmsg *u);
 
+/* A master's batch (writes to the destinations' non-master replicas and
+ * commits) goes out at the latest after this many messages or bytes, or
+ * once its oldest message is this old; messages of REPL_BATCH_MAX bytes
+ * and more are not deferred (transport_repl_send.c). */
+#define REPL_BATCH_COUNT 64
+#define REPL_BATCH_BYTES (512u * 1024u)
+#define REPL_BATCH_MS 2
+#define REPL_BATCH_MAX (16u * 1024u)
+
 /* transport_repl_send.c */
-void repl_record_free(struct rrec *r);
+/* The transport's isend and event hooks (struct cm_transport). */
+int repl_isend(struct cm_transport *t, struct cm_req *req);
+int repl_event(struct cm_transport *t, uint32_t kind, void *value, size_t len, int *replayed);
+/* A record for a len-byte message (data to be filled), zeroed otherwise. */
+struct rrec *repl_record_new(struct repl *s, size_t len);
+void repl_record_free(struct repl *s, struct rrec *r);
+void repl_spare_free(struct repl *s); /* the records kept for reuse */
+/* Master: commits to our replicas what is on the wire (cumulative, one
+ * frame per destination); flush 0: only queued, the next write to each
+ * replica carries it. */
+void repl_commit(struct repl *s, int flush);
+/* Master: writes the batch and commits (see REPL_BATCH_COUNT). */
+void repl_flush(struct repl *s);
+/* Master: writes the frames queued to our replicas: the events (MPI_Wtime
+ * values, receive choices, test outcomes) are queued as they are decided
+ * and written before the next message leaves or the next wait. */
+void repl_flush_replicas(struct repl *s);
+/* Every write of in-flight record r is done (or can no longer be). */
+void repl_record_done(struct repl *s, struct rrec *r);
 int repl_wire_send(struct repl *s, struct rrec *r);
 void repl_on_sent(struct cm_conn *c, struct cm_req *tok);
 void repl_settle_conn(struct repl *s, struct cm_conn *c);
@@ -130,6 +183,12 @@ void repl_check_master(struct repl *s);
 void repl_on_commit(struct repl *s, uint64_t key);
 
 /* transport_repl_match.c */
+/* The transport's probe hook. */
+int repl_probe(struct cm_transport *t, int src, int tag, uint32_t ctx, int blocking,
+               struct cm_probe_result *out);
+/* A received message with room for len bytes of payload (data). */
+struct rmsg *repl_msg_new(size_t len);
+void repl_msg_free(struct rmsg *u);
 void repl_accept(struct repl *s, struct rmsg *u);
 int repl_self_send(struct repl *s, struct cm_req *req);
 int repl_post_recv(struct repl *s, struct cm_req *req);

@@ -14,10 +14,25 @@
 #include "log.h"
 #include "transport_repl.h"
 
+/* One allocation for the message and its payload. */
+struct rmsg *repl_msg_new(size_t len)
+{
+	struct rmsg *u = malloc(sizeof *u + len);
+	if (u == NULL)
+		return NULL;
+	memset(u, 0, sizeof *u);
+	u->data = len ? u + 1 : NULL;
+	return u;
+}
+
+void repl_msg_free(struct rmsg *u)
+{
+	free(u);
+}
+
 static void free_msg(struct rmsg *u)
 {
-	free(u->data);
-	free(u);
+	repl_msg_free(u);
 }
 
 /* A non-master's receive whose matching must wait (t_off): an
@@ -155,9 +170,8 @@ void repl_accept(struct repl *s, struct rmsg *u)
  * not wait on its own receive being posted later. */
 int repl_self_send(struct repl *s, struct cm_req *req)
 {
-	struct rmsg *u = calloc(1, sizeof *u);
-	if (u == NULL || (req->slen && (u->data = malloc(req->slen)) == NULL)) {
-		free(u);
+	struct rmsg *u = repl_msg_new(req->slen);
+	if (u == NULL) {
 		cm_err("rank %d: out of memory for a %zu-byte message to self", s->rank, req->slen);
 		return -1;
 	}
@@ -420,6 +434,52 @@ int repl_cancel(struct cm_transport *t, struct cm_req *req, int *cancelled)
 	}
 	repl_hold_matching(s, 0);
 	return rc;
+}
+
+/* What a probe finds depends on what has arrived: the master's answer goes
+ * to the replicas as an event (CM_EV_PROBE) and a non-master returns it,
+ * "nothing" even if it has a match by now, or else the message the master
+ * found (the first from that source with that tag: the same one everywhere,
+ * since each pair's messages arrive in order), waiting for it if needed. */
+int repl_probe(struct cm_transport *t, int src, int tag, uint32_t ctx, int blocking,
+               struct cm_probe_result *out)
+{
+	struct repl *s = t->state;
+	/* A non-master's own look does not block: what it needs may be held
+	 * behind a receive waiting for its master's choice. */
+	int master = repl_is_master(s);
+	if (cm_match_probe(t, &s->match, s->rank, s->size, src, tag, ctx, blocking && master, out) <
+	    0)
+		return -1;
+	uint8_t answer[8];
+	int replayed;
+	cm_put_u32(answer, (uint32_t)(out->found ? out->source : -1));
+	cm_put_u32(answer + 4, (uint32_t)(out->found ? out->tag : -1));
+	if (repl_event(t, CM_EV_PROBE, answer, sizeof answer, &replayed) < 0)
+		return -1;
+	if (!replayed) /* we lead (maybe promoted since our look): our answer stands
+	                */
+		return blocking && !out->found
+		           ? cm_match_probe(t, &s->match, s->rank, s->size, src, tag, ctx, 1, out)
+		           : 0;
+	int32_t msrc = (int32_t)cm_get_u32(answer), mtag = (int32_t)cm_get_u32(answer + 4);
+	if (msrc < 0 && !blocking) {
+		memset(out, 0, sizeof *out);
+		out->source = out->tag = -1;
+		return 0;
+	}
+	if (msrc < 0 || msrc >= s->size || mtag < 0 || (src != CM_ANY_SOURCE && msrc != src) ||
+	    (tag != CM_ANY_TAG && mtag != tag)) {
+		cm_err("rank %d replica %d: the master's probe answer (source %d, tag %d) "
+		       "does not "
+		       "fit this probe (source %d, tag %d): the replicas diverged",
+		       s->rank, s->replica, (int)msrc, (int)mtag, src, tag);
+		return -1;
+	}
+	while (!repl_find_arrived(s, msrc, mtag, ctx, out))
+		if (t->progress(t, -1) < 0)
+			return -1;
+	return 0;
 }
 
 void repl_free_queues(struct repl *s)

@@ -1,9 +1,10 @@
 /* Sending side of the replication transport (transport_repl.c has the
  * overview): a master's messages go on the wire to every live replica of
- * their destination and are committed to its own replicas once written; a
- * non-master keeps them as backups until that commit, and re-sends them if
- * it becomes master. Also the MPI_Wtime events a master hands its
- * replicas. */
+ * their destination and are committed to its own replicas once written, in
+ * batches; a non-master keeps them as backups until that commit, and
+ * re-sends them if it becomes master. Also the events (MPI_Wtime values
+ * and other outcomes) a master hands its replicas, and the transport's
+ * isend and event hooks. */
 #include <config.h>
 
 #include <stdlib.h>
@@ -12,34 +13,218 @@
 #include "log.h"
 #include "transport_repl.h"
 
-void repl_record_free(struct rrec *r)
+/* Records of small messages are kept for reuse (up to REPL_SPARE_RECORDS):
+ * a master holds a batch of them at a time, more than malloc's per-thread
+ * cache keeps at hand. */
+#define REPL_SMALL_RECORD 256
+#define REPL_SPARE_RECORDS 256
+
+struct rrec *repl_record_new(struct repl *s, size_t len)
 {
-	free(r->data);
+	/* One allocation: the record, its per-replica arrays, the payload. */
+	size_t nrep = (size_t)s->nrep;
+	size_t head =
+	    sizeof(struct rrec) + nrep * (sizeof(struct cm_req) + sizeof(struct cm_conn *));
+	size_t data_at = (head + nrep + 15) & ~(size_t)15;
+	size_t cap = len <= REPL_SMALL_RECORD ? REPL_SMALL_RECORD : len;
+	struct rrec *r = NULL;
+	if (cap == REPL_SMALL_RECORD && s->spare) {
+		r = s->spare;
+		s->spare = r->next;
+		s->nspare--;
+	} else if ((r = malloc(data_at + cap)) == NULL) {
+		return NULL;
+	}
+	memset(r, 0, data_at);
+	r->cap = cap;
+	r->tok = (struct cm_req *)(r + 1);
+	r->tok_conn = (struct cm_conn **)(r->tok + nrep);
+	r->defer = (char *)(r->tok_conn + nrep);
+	r->data = len ? (char *)r + data_at : NULL;
+	return r;
+}
+
+void repl_record_free(struct repl *s, struct rrec *r)
+{
+	if (r->cap == REPL_SMALL_RECORD && s->nspare < REPL_SPARE_RECORDS) {
+		r->next = s->spare;
+		s->spare = r;
+		s->nspare++;
+		return;
+	}
 	free(r);
 }
 
-/* Every write of an in-flight record is done (or its connection died):
- * commit it to our live replicas. */
-static void maybe_commit(struct repl *s, struct rrec *r)
+void repl_spare_free(struct repl *s)
 {
-	if (r->pending > 0)
-		return;
-	for (int k = 0; k < s->nrep; k++) {
-		int p = s->rank * s->nrep + k;
-		if (k == s->replica || s->dead[p])
-			continue;
-		struct cm_conn *c = repl_link_to(s, p);
-		if (c)
-			cm_conn_send_ctl(c, CM_T_SYNC_ACK, 0, s->rank, s->rank, 0, 0,
-			                 repl_key(r->dst, r->seq), NULL, 0);
+	while (s->spare) {
+		struct rrec *r = s->spare;
+		s->spare = r->next;
+		free(r);
 	}
-	/* unlink from the in-flight list */
-	struct rrec **pp = &s->inflight;
-	while (*pp && *pp != r)
+	s->nspare = 0;
+}
+
+/* Batching. The master writes each message at once to the destination's
+ * master, whose answer the program may be waiting for, but only queues it
+ * for the destination's other replicas, and it commits in batches: a
+ * commit covers every message to a destination below a sequence number
+ * (cumulative), so one frame per destination frees any number of
+ * backups. Each non-master replica (the destination's and our own) is
+ * then woken once per batch, not once per message. A batch goes out
+ * (repl_flush) once REPL_BATCH_COUNT messages or REPL_BATCH_BYTES bytes
+ * are uncommitted, when the oldest is REPL_BATCH_MS old (repl_progress),
+ * when a process dies (reap: a promoted replica must get what its dead
+ * master had), at promotion and at finalize. This bounds what a replica
+ * keeps as backups. It is safe because a record is committed only once all its
+ * writes are in the kernel: if we die with writes still queued, our next
+ * replica re-sends the message (receivers drop what they have). Large
+ * messages (REPL_BATCH_MAX and up) are written to every replica at once:
+ * a batch would save nothing. */
+
+/* The destination replicas' queued frames of the batch, each replica's in
+ * order, then written with one system call per connection (ascending
+ * process index within a rank, as for a single message). */
+static void write_deferred(struct repl *s)
+{
+	struct rrec *list = s->deferred;
+	s->deferred = s->deferred_tail = NULL;
+	size_t nconns = 0;
+	for (struct rrec *r = list; r; r = r->dnext) {
+		for (int k = 0; k < s->nrep; k++) {
+			if (!r->defer[k])
+				continue;
+			r->defer[k] = 0;
+			int p = r->dst * s->nrep + k;
+			struct cm_conn *c = s->finished[p] ? NULL : repl_link_to(s, p);
+			if (c == NULL || !cm_conn_alive(c) || c->shut) {
+				r->pending--; /* gone: nothing to write */
+				continue;
+			}
+			if (!s->batch_saved[p]) {
+				/* Park the connection: cm_conn_send only queues while
+				 * it believes the kernel is full. */
+				s->batch_saved[p] = 1 + (char)c->wblocked;
+				s->batch_conns[nconns++] = p;
+				c->wblocked = 1;
+			}
+			struct cm_header h = {.type = CM_T_MSG,
+			                      .flags = r->sync ? CM_F_SYNC : 0,
+			                      .src = s->rank,
+			                      .dst = r->dst,
+			                      .tag = r->tag,
+			                      .ctx = r->ctx,
+			                      .clock = r->seq};
+			r->tok[k] = (struct cm_req){.t_priv = r, .t_off = CM_SEND_WAIT_WRITE};
+			r->tok_conn[k] = c;
+			cm_conn_send(c, &h, r->data, r->len, &r->tok[k], 0);
+		}
+	}
+	for (size_t i = 0; i < nconns; i++) {
+		int p = s->batch_conns[i];
+		struct cm_conn *c = s->out[p];
+		int was_blocked = s->batch_saved[p] - 1;
+		s->batch_saved[p] = 0;
+		if (c == NULL)
+			continue;
+		c->wblocked = was_blocked;
+		if (!was_blocked && cm_conn_alive(c))
+			cm_conn_flush(c); /* may complete records (repl_on_sent) */
+	}
+	/* Records whose writes are all done complete here (the caller
+	 * commits them together). */
+	s->in_batch = 1;
+	for (struct rrec *r = list, *next; r; r = next) {
+		next = r->dnext;
+		r->dnext = NULL;
+		r->batched = 0;
+		if (r->pending == 0)
+			repl_record_done(s, r);
+	}
+	s->in_batch = 0;
+}
+
+void repl_commit(struct repl *s, int flush)
+{
+	size_t left = 0, left_bytes = 0;
+	for (const struct rrec *r = s->inflight; r; r = r->next) {
+		left++;
+		left_bytes += r->len;
+	}
+	if (s->uncommitted == left)
+		return; /* nothing new is written */
+	/* Everything to dst below upto is in every live destination replica's
+	 * kernel: sent, or skipped because an earlier master committed it. */
+	uint64_t *upto = s->commit_upto;
+	for (int dst = 0; dst < s->size; dst++)
+		upto[dst] = s->sendseq[dst];
+	for (const struct rrec *r = s->inflight; r; r = r->next)
+		if (r->seq < upto[r->dst])
+			upto[r->dst] = r->seq;
+	int queued = 0;
+	for (int dst = 0; dst < s->size; dst++) {
+		if (upto[dst] <= s->commit_sent[dst])
+			continue;
+		s->commit_sent[dst] = upto[dst];
+		for (int k = 0; k < s->nrep; k++) {
+			int p = s->rank * s->nrep + k;
+			if (k == s->replica || s->dead[p] || s->finished[p])
+				continue;
+			struct cm_conn *c = repl_link_to(s, p);
+			if (c && cm_conn_queue_ctl(c, CM_T_SYNC_ACK, 0, s->rank, s->rank, 0, 0,
+			                           repl_key(dst, upto[dst] - 1), NULL, 0) == 0)
+				queued = 1;
+		}
+	}
+	s->uncommitted = left;
+	s->uncommitted_bytes = left_bytes;
+	s->uncommitted_since_ms = cm_now_ms();
+	if (queued)
+		s->replicas_queued = 1;
+	if (flush)
+		repl_flush_replicas(s);
+}
+
+void repl_flush_replicas(struct repl *s)
+{
+	if (!s->replicas_queued)
+		return;
+	s->replicas_queued = 0;
+	for (int k = 0; k < s->nrep; k++) {
+		struct cm_conn *c = s->out[s->rank * s->nrep + k];
+		if (c && cm_conn_alive(c) && !c->wblocked)
+			cm_conn_flush(c);
+	}
+}
+
+void repl_flush(struct repl *s)
+{
+	if (s->deferred)
+		write_deferred(s);
+	repl_commit(s, 0);
+	repl_flush_replicas(s);
+}
+
+/* Every write of in-flight record r is done (or its connection died): it
+ * is no longer needed. */
+void repl_record_done(struct repl *s, struct rrec *r)
+{
+	if (r->batched)
+		return; /* write_deferred finishes it */
+	struct rrec **pp = &s->inflight, *prev = NULL;
+	while (*pp && *pp != r) {
+		prev = *pp;
 		pp = &(*pp)->next;
-	if (*pp)
-		*pp = r->next;
-	repl_record_free(r);
+	}
+	if (*pp == NULL)
+		return;
+	*pp = r->next;
+	if (s->inflight_tail == r)
+		s->inflight_tail = prev;
+	repl_record_free(s, r);
+	if (!s->in_batch &&
+	    (s->uncommitted >= REPL_BATCH_COUNT || s->uncommitted_bytes >= REPL_BATCH_BYTES))
+		repl_commit(s, 1);
 }
 
 static int any_finished(const struct repl *s, int rank)
@@ -50,18 +235,37 @@ static int any_finished(const struct repl *s, int rank)
 	return 0;
 }
 
-/* Master: puts record r on the wire to every live replica of its
- * destination, ascending. */
+/* Master: puts record r on the wire to the live replicas of its
+ * destination: now to its master (and to every one for a large message),
+ * in the next batch to the others. */
 int repl_wire_send(struct repl *s, struct rrec *r)
 {
-	r->next = s->inflight;
-	s->inflight = r;
+	r->next = NULL;
+	if (s->inflight_tail)
+		s->inflight_tail->next = r;
+	else
+		s->inflight = r;
+	s->inflight_tail = r;
+	if (s->uncommitted++ == 0)
+		s->uncommitted_since_ms = cm_now_ms();
+	s->uncommitted_bytes += r->len;
 	r->pending = 1; /* held until every write is queued */
-	int sent = 0;
+	/* The events decided so far reach our replicas before a message that
+	 * may depend on them leaves: a replica taking over must decide as we
+	 * did. */
+	repl_flush_replicas(s);
+	int deferred = 0;
+	int now_to = r->len >= REPL_BATCH_MAX ? s->nrep : repl_master_of(s, r->dst) + 1;
 	for (int k = 0; k < s->nrep; k++) {
 		int p = r->dst * s->nrep + k;
-		if (s->finished[p])
+		if (s->finished[p] || s->dead[p])
 			continue;
+		if (k >= now_to) {
+			r->defer[k] = 1;
+			r->pending++;
+			deferred = 1;
+			continue;
+		}
 		struct cm_conn *c = repl_link_to(s, p);
 		if (c == NULL || !cm_conn_alive(c))
 			continue;
@@ -75,19 +279,27 @@ int repl_wire_send(struct repl *s, struct rrec *r)
 		r->tok[k] = (struct cm_req){.t_priv = r, .t_off = CM_SEND_WAIT_WRITE};
 		r->tok_conn[k] = c;
 		r->pending++;
-		if (cm_conn_send(c, &h, r->data, r->len, &r->tok[k], 0) < 0) {
-			/* failed: the reaper settles its token */
-			continue;
-		}
-		sent++;
+		/* on failure the reaper settles its token */
+		cm_conn_send(c, &h, r->data, r->len, &r->tok[k], 0);
 	}
 	if (repl_master_of(s, r->dst) < 0 && !any_finished(s, r->dst)) {
 		cm_err("rank %d: cannot send to rank %d: every replica of it is dead", s->rank,
 		       r->dst);
 		s->fatal = 1;
 	}
+	if (deferred) {
+		r->batched = 1;
+		if (s->deferred_tail)
+			s->deferred_tail->dnext = r;
+		else
+			s->deferred = r;
+		s->deferred_tail = r;
+	}
 	r->pending--;
-	maybe_commit(s, r);
+	if (r->pending == 0)
+		repl_record_done(s, r);
+	if (s->uncommitted >= REPL_BATCH_COUNT || s->uncommitted_bytes >= REPL_BATCH_BYTES)
+		repl_flush(s);
 	return s->fatal ? -1 : 0;
 }
 
@@ -99,8 +311,8 @@ void repl_on_sent(struct cm_conn *c, struct cm_req *tok)
 	if (r->tok_conn[k] == NULL)
 		return;
 	r->tok_conn[k] = NULL;
-	r->pending--;
-	maybe_commit(s, r);
+	if (--r->pending == 0)
+		repl_record_done(s, r);
 }
 
 /* Connection c is going: its unwritten tokens will never be written. */
@@ -109,13 +321,16 @@ void repl_settle_conn(struct repl *s, struct cm_conn *c)
 	struct rrec *r = s->inflight;
 	while (r) {
 		struct rrec *next = r->next;
+		int settled = 0;
 		for (int k = 0; k < s->nrep; k++) {
 			if (r->tok_conn[k] == c) {
 				r->tok_conn[k] = NULL;
 				r->pending--;
+				settled = 1;
 			}
 		}
-		maybe_commit(s, r); /* may free r */
+		if (settled && r->pending == 0)
+			repl_record_done(s, r); /* may free r */
 		r = next;
 	}
 }
@@ -148,9 +363,9 @@ void repl_send_event(struct repl *s, size_t i)
 		if (k == s->replica || s->dead[p] || s->finished[p])
 			continue;
 		struct cm_conn *c = repl_link_to(s, p);
-		if (c)
-			cm_conn_send_ctl(c, CM_T_EVENT, 0, s->rank, s->rank, (int)e->kind, 0, i,
-			                 e->value, e->len);
+		if (c && cm_conn_queue_ctl(c, CM_T_EVENT, 0, s->rank, s->rank, (int)e->kind, 0, i,
+		                           e->value, e->len) == 0)
+			s->replicas_queued = 1;
 	}
 }
 
@@ -163,9 +378,9 @@ void repl_send_choice(struct repl *s, size_t i)
 		if (k == s->replica || s->dead[p] || s->finished[p])
 			continue;
 		struct cm_conn *c = repl_link_to(s, p);
-		if (c)
-			cm_conn_send_ctl(c, CM_T_EVENT, 0, s->rank, s->rank, REPL_CHOICE, 0,
-			                 s->choices[i].reqid, src, sizeof src);
+		if (c && cm_conn_queue_ctl(c, CM_T_EVENT, 0, s->rank, s->rank, REPL_CHOICE, 0,
+		                           s->choices[i].reqid, src, sizeof src) == 0)
+			s->replicas_queued = 1;
 	}
 }
 
@@ -186,9 +401,10 @@ static int promote(struct repl *s)
 		if (rc == 0 && repl_wire_send(s, r) < 0)
 			rc = -1;
 		else if (rc < 0)
-			repl_record_free(r);
+			repl_record_free(s, r);
 		r = next;
 	}
+	repl_flush(s);
 	repl_decide_own(s);
 	return rc;
 }
@@ -200,6 +416,15 @@ void repl_check_master(struct repl *s)
 	s->changed = 0;
 	if (!s->was_master && repl_is_master(s)) {
 		s->was_master = 1;
+		/* A lower replica that said BYE had written everything (events,
+		 * commits, its last messages) to each of us first: we run behind
+		 * it, nothing is left to re-send. */
+		for (int k = 0; k < s->replica; k++) {
+			if (s->finished[s->rank * s->nrep + k]) {
+				repl_decide_own(s);
+				return;
+			}
+		}
 		if (promote(s) < 0)
 			s->fatal = 1;
 	}
@@ -218,11 +443,101 @@ void repl_on_commit(struct repl *s, uint64_t key)
 		struct rrec *r = *pp;
 		if (r->dst == dst && r->seq <= seq) {
 			*pp = r->next;
-			repl_record_free(r);
+			repl_record_free(s, r);
 			continue;
 		}
 		prev = r;
 		pp = &r->next;
 	}
 	s->backups_tail = prev;
+}
+
+/* ---- the transport hooks of sends and events ---- */
+
+int repl_isend(struct cm_transport *t, struct cm_req *req)
+{
+	struct repl *s = t->state;
+	req->done = 0;
+	req->error = 0;
+	if (req->peer < 0 || req->peer >= s->size || req->tag < 0 ||
+	    req->slen > CM_DEFAULT_MAX_PAYLOAD || (req->slen && !req->sbuf)) {
+		cm_err("rank %d: send to rank %d tag %d length %zu: bad destination, tag "
+		       "or length",
+		       s->rank, req->peer, req->tag, req->slen);
+		return -1;
+	}
+	if (s->fatal)
+		return -1;
+	if (req->peer == s->rank)
+		return repl_self_send(s, req);
+	uint64_t seq = s->sendseq[req->peer]++;
+	req->id = seq;
+	if (seq < s->committed[req->peer]) {
+		req->done = 1; /* our (earlier) master sent it already */
+		return 0;
+	}
+	struct rrec *r = repl_record_new(s, req->slen);
+	if (r == NULL) {
+		cm_err("rank %d: out of memory for a %zu-byte message", s->rank, req->slen);
+		return -1;
+	}
+	r->dst = req->peer;
+	r->tag = req->tag;
+	r->ctx = req->ctx;
+	r->seq = seq;
+	r->sync = req->sync;
+	r->len = req->slen;
+	if (req->slen)
+		memcpy(r->data, req->sbuf, req->slen);
+	if (!repl_is_master(s)) {
+		/* A backup until the master's commit; the send itself is done. */
+		if (s->backups_tail)
+			s->backups_tail->next = r;
+		else
+			s->backups = r;
+		s->backups_tail = r;
+		req->done = 1;
+		return 0;
+	}
+	if (req->sync) {
+		req->t_off = CM_SEND_WAIT_ACK;
+		req->id = repl_key(req->peer, seq);
+		if (cm_reqmap_put(&s->syncs, req) < 0)
+			return -1;
+	} else {
+		req->done = 1;
+	}
+	return repl_wire_send(s, r);
+}
+
+/* A nondeterministic value (MPI_Wtime): the master's own, sent to its
+ * replicas; a non-master waits for the master's and uses it. */
+int repl_event(struct cm_transport *t, uint32_t kind, void *value, size_t len, int *replayed)
+{
+	struct repl *s = t->state;
+	*replayed = 0;
+	if (len < 1 || len > CM_EVENT_PAYLOAD_MAX)
+		return -1;
+	while (s->events_used == s->nevents && !repl_is_master(s))
+		if (t->progress(t, -1) < 0)
+			return -1;
+	if (s->events_used < s->nevents) {
+		const struct repl_event *e = &s->events[s->events_used++];
+		if (e->kind != kind || e->len != len) {
+			cm_err("rank %d replica %d: event %zu is of kind %u, the program asks for "
+			       "kind %u: the replicas diverged",
+			       s->rank, s->replica, s->events_used - 1, e->kind, kind);
+			return -1;
+		}
+		memcpy(value, e->value, len);
+		*replayed = 1;
+		return 0;
+	}
+	if (repl_add_event(s, kind, value, len) < 0) {
+		cm_err("rank %d: out of memory for events", s->rank);
+		return -1;
+	}
+	s->events_used++;
+	repl_send_event(s, s->nevents - 1);
+	return 0;
 }
