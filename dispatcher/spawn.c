@@ -419,6 +419,21 @@ spawned:
 	return 0;
 }
 
+void spawn_cm_started(struct job *job, struct cm_proc *cm, pid_t pid, int report_fd, int ready_fd,
+                      int err_fd)
+{
+	cm->report_fd = report_fd;
+	cm_set_nonblock(report_fd, 1);
+	detect_cm_spawned(job, cm);
+	cm->pid = pid;
+	cm->state = PROC_RUNNING;
+	job->cms_running++;
+	cm->ready_fd = ready_fd;
+	if (ready_fd >= 0)
+		cm_set_nonblock(ready_fd, 1);
+	cm->err = output_source_open(err_fd, OUT_STDERR, NULL);
+}
+
 int spawn_cm(struct job *job, struct cm_proc *cm)
 {
 	const struct cmrun_options *o = job->opts;
@@ -510,15 +525,7 @@ int spawn_cm(struct job *job, struct cm_proc *cm)
 		close(report[0]);
 		return -1;
 	}
-	cm->report_fd = report[0];
-	cm_set_nonblock(report[0], 1);
-	detect_cm_spawned(job, cm);
-	cm->pid = pid;
-	cm->state = PROC_RUNNING;
-	job->cms_running++;
-	cm->ready_fd = ready[0];
-	cm_set_nonblock(ready[0], 1);
-	cm->err = output_source_open(err[0], OUT_STDERR, NULL);
+	spawn_cm_started(job, cm, pid, report[0], ready[0], err[0]);
 	output_verbose("cmserver %d started (pid %d, %s, mode %s)", cm->index, (int)pid,
 	               job->cmserver_path, o->mode);
 	return 0;

@@ -67,6 +67,10 @@ pid_t spawn_rank_remote(struct job *job, struct rank_proc *r, const char *rank_v
 int spawn_cm_remote(struct job *job, struct cm_proc *cm, char **argv, int ready[2], int err[2],
                     int report[2]);
 
+/* The bookkeeping of a CM just started: its report pipe, stderr source
+ * and ready pipe (-1: a remote CM, whose address comes with its reports). */
+void spawn_cm_started(struct job *job, struct cm_proc *cm, pid_t pid, int report_fd, int ready_fd,
+                      int err_fd);
 /* Starts cmserver number cm->index with a ready pipe the loop watches. */
 int spawn_cm(struct job *job, struct cm_proc *cm);
 

@@ -196,14 +196,8 @@ int spawn_cm_remote(struct job *job, struct cm_proc *cm, char **argv, int ready[
 		close(report[0]);
 		return -1;
 	}
-	cm->report_fd = report[0];
-	cm_set_nonblock(report[0], 1);
-	detect_cm_spawned(job, cm);
-	cm->pid = pid;
-	cm->state = PROC_RUNNING;
-	job->cms_running++;
-	cm->ready_fd = -1;
-	cm->err = output_source_open(err[0], OUT_STDERR, NULL);
+	spawn_cm_started(job, cm, pid, report[0], -1,
+	                 err[0]); /* the address comes with its reports */
 	output_verbose("cmserver %d started on host %s through %s (pid %d, mode %s)", cm->index,
 	               job->opts->hosts.list[cm->host_index].name, launch_name(job->opts), (int)pid,
 	               job->opts->mode);
