@@ -307,6 +307,16 @@ static void rank_exited(struct job *job, struct rank_proc *r, int wait_status)
 	}
 }
 
+/* How a CM told to stop (SIGTERM) ends: by SIGTERM; behind ssh, ssh's own
+ * exit when it is the one killed (255); behind a shell, 128 + SIGTERM. */
+static bool cm_stopped_as_asked(const struct cm_proc *cm, int wait_status)
+{
+	if (WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGTERM)
+		return true;
+	return cm->remote && WIFEXITED(wait_status) &&
+	       (WEXITSTATUS(wait_status) == 255 || WEXITSTATUS(wait_status) == 128 + SIGTERM);
+}
+
 static void cm_exited(struct job *job, struct cm_proc *cm, int wait_status)
 {
 	char how[96];
@@ -332,7 +342,7 @@ static void cm_exited(struct job *job, struct cm_proc *cm, int wait_status)
 		               cm->ready ? " during the run" : " while starting");
 		job_fail(job, CMRUN_EXIT_FAILURE);
 	} else if (job->phase == PHASE_STOP_CMS && !job->escalated && wait_status != 0 &&
-	           !(WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGTERM)) {
+	           !cm_stopped_as_asked(cm, wait_status)) {
 		output_message("warning: cmserver %d %s when asked to stop", cm->index, how);
 	} else {
 		output_verbose("cmserver %d (pid %d) %s", cm->index, (int)cm->pid, how);

@@ -32,8 +32,10 @@ enum launch_kind {
 	LAUNCH_TEMPLATE, /* the user's own, run by /bin/sh -c */
 };
 /* --port-base default: direct-transport ranks on remote hosts listen on
- * PORT_BASE + their index (replica processes counted). */
-#define CMRUN_DEFAULT_PORT_BASE 47000
+ * PORT_BASE + their index (replica processes counted). Below Linux's
+ * ephemeral range (32768-60999): a port in it can already be the local end
+ * of an outgoing connection on that host, and the rank's bind then fails. */
+#define CMRUN_DEFAULT_PORT_BASE 27000
 
 enum cmrun_transport {
 	CMRUN_TRANSPORT_CM,
