@@ -1,5 +1,7 @@
-/* --mode mono: one libev loop multiplexes every connection; no threads, no
- * locks. Reads go where the core says (cm_session_read_iov), output queues
+/* --mode mono: one libev loop multiplexes every connection and runs the
+ * whole protocol; no other thread touches a connection or the core's state
+ * (past --log-mem, the spill store's log-writer thread only stores payloads
+ * it was handed), no locks. Reads go where the core says (cm_session_read_iov), output queues
  * are drained with one sendmsg per batch, and an EV_WRITE watcher is armed
  * only while a connection has output the kernel would not take. A client
  * that stops reading only grows its own queue. */

@@ -327,8 +327,10 @@ int main(int argc, char **argv)
 	}
 	struct cm_spill_store *spill = NULL;
 	if (!no_spill) {
-		/* specialized: a log-writer thread keeps the disk off the fast path */
-		spill = cm_spill_store_open(spill_dir, strcmp(opts.mode, "specialized") == 0);
+		/* Every mode: a log-writer thread keeps the disk off the thread that
+		 * forwards (in mono a synchronous 8 MiB LMDB write held up the next
+		 * cut-through DELIVER by ~15 ms on 1 Gbit/s links). */
+		spill = cm_spill_store_open(spill_dir, true);
 		if (spill == NULL && spill_dir) {
 			close(lfd);
 			cm_monitor_free(opts.monitor);

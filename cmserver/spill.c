@@ -5,7 +5,7 @@
  * nothing is synced to disk and a directory cmserver made itself is removed
  * at exit.
  *
- * With a log-writer thread (--mode specialized), the engine thread that
+ * With a log-writer thread (every mode), the engine thread that
  * trims the log only queues the payload buffer (one reference more, no
  * copy); the writer stores queued payloads in batches, one transaction
  * each, and a replay meanwhile reads the buffer from the queue. */

@@ -34,9 +34,9 @@ CHANMEM_CMSERVER=$SPILL FT_KILL_RANK=0,2 FT_KILL_AT=4 FT_KILL_TIMES=2 ft_same \
 CHANMEM_CMSERVER=$SMALL FT_KILL_RANK=3 FT_KILL_AT=25 FT_REKILL_AT=9 ft_same \
 	spill_ring_during_replay spill_ref_ring --cms 2 -- ft_suite ring 30
 
-# The CM says it spilled (cmrun -v -v hands --verbose to cmserver); in
-# specialized mode through its log-writer thread.
-for mode in mono specialized; do
+# The CM says it spilled (cmrun -v -v hands --verbose to cmserver), in every
+# mode through its log-writer thread.
+for mode in mono thread-per-client multiplexer specialized; do
 name=spill_counted_$mode
 if itest_selected $name; then
 	CHANMEM_CMSERVER=$SPILL itest_run $name "$NP" -v -v --mode $mode -- ft_suite big 3
