@@ -82,6 +82,22 @@ void repl_spare_free(struct repl *s)
  * messages (REPL_BATCH_MAX and up) are written to every replica at once:
  * a batch would save nothing. */
 
+/* Writes (or queues) record r's message to replica k of its destination
+ * over c; token k tells repl_on_sent when it is in the kernel. */
+static void send_copy(struct repl *s, struct rrec *r, int k, struct cm_conn *c)
+{
+	struct cm_header h = {.type = CM_T_MSG,
+	                      .flags = r->sync ? CM_F_SYNC : 0,
+	                      .src = s->rank,
+	                      .dst = r->dst,
+	                      .tag = r->tag,
+	                      .ctx = r->ctx,
+	                      .clock = r->seq};
+	r->tok[k] = (struct cm_req){.t_priv = r, .t_off = CM_SEND_WAIT_WRITE};
+	r->tok_conn[k] = c;
+	cm_conn_send(c, &h, r->data, r->len, &r->tok[k], 0);
+}
+
 /* The destination replicas' queued frames of the batch, each replica's in
  * order, then written with one system call per connection (ascending
  * process index within a rank, as for a single message). */
@@ -108,16 +124,7 @@ static void write_deferred(struct repl *s)
 				s->batch_conns[nconns++] = p;
 				c->wblocked = 1;
 			}
-			struct cm_header h = {.type = CM_T_MSG,
-			                      .flags = r->sync ? CM_F_SYNC : 0,
-			                      .src = s->rank,
-			                      .dst = r->dst,
-			                      .tag = r->tag,
-			                      .ctx = r->ctx,
-			                      .clock = r->seq};
-			r->tok[k] = (struct cm_req){.t_priv = r, .t_off = CM_SEND_WAIT_WRITE};
-			r->tok_conn[k] = c;
-			cm_conn_send(c, &h, r->data, r->len, &r->tok[k], 0);
+			send_copy(s, r, k, c);
 		}
 	}
 	for (size_t i = 0; i < nconns; i++) {
@@ -269,18 +276,8 @@ int repl_wire_send(struct repl *s, struct rrec *r)
 		struct cm_conn *c = repl_link_to(s, p);
 		if (c == NULL || !cm_conn_alive(c))
 			continue;
-		struct cm_header h = {.type = CM_T_MSG,
-		                      .flags = r->sync ? CM_F_SYNC : 0,
-		                      .src = s->rank,
-		                      .dst = r->dst,
-		                      .tag = r->tag,
-		                      .ctx = r->ctx,
-		                      .clock = r->seq};
-		r->tok[k] = (struct cm_req){.t_priv = r, .t_off = CM_SEND_WAIT_WRITE};
-		r->tok_conn[k] = c;
 		r->pending++;
-		/* on failure the reaper settles its token */
-		cm_conn_send(c, &h, r->data, r->len, &r->tok[k], 0);
+		send_copy(s, r, k, c); /* on failure the reaper settles its token */
 	}
 	if (repl_master_of(s, r->dst) < 0 && !any_finished(s, r->dst)) {
 		cm_err("rank %d: cannot send to rank %d: every replica of it is dead", s->rank,
