@@ -187,7 +187,7 @@ int dial(void)
 	return fd;
 }
 
-static void send_all(int fd, const void *buf, size_t len)
+void send_all(int fd, const void *buf, size_t len)
 {
 	const uint8_t *p = buf;
 	long long deadline = now_ms() + IO_MS;
@@ -206,7 +206,7 @@ static void send_all(int fd, const void *buf, size_t len)
 }
 
 /* Reads exactly len bytes within the deadline: 0, or -1 on EOF/error/timeout. */
-static int recv_exact(int fd, void *buf, size_t len, long long deadline)
+int recv_exact(int fd, void *buf, size_t len, long long deadline)
 {
 	uint8_t *p = buf;
 	while (len > 0) {

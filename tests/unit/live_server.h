@@ -47,6 +47,11 @@ void stop_server_expect_clean(void);
 void teardown(void);
 
 int dial(void);
+/* All len bytes within IO_MS (fails the test otherwise). */
+void send_all(int fd, const void *buf, size_t len);
+/* Reads exactly len bytes before deadline (now_ms() scale): 0, or -1 on
+ * EOF, error or timeout. */
+int recv_exact(int fd, void *buf, size_t len, long long deadline);
 void send_frame(int fd, uint8_t type, uint16_t flags, int32_t src, int32_t dst, int32_t tag,
                 uint32_t ctx, uint64_t clock, const void *payload, uint32_t len);
 void send_hello(int fd, int rank, int world, unsigned inc, const char *secret);

@@ -34,41 +34,11 @@ static uint8_t *pattern(uint32_t len, unsigned seed)
 	return p;
 }
 
-static void put_all(int fd, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-	long long deadline = now_ms() + IO_MS;
-	while (len > 0) {
-		ck_assert_msg(now_ms() < deadline, "cmserver does not read");
-		struct pollfd pf = {.fd = fd, .events = POLLOUT};
-		if (poll(&pf, 1, 100) <= 0)
-			continue;
-		ssize_t w = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (w < 0 && (errno == EAGAIN || errno == EINTR))
-			continue;
-		ck_assert_msg(w > 0, "send: %s", strerror(errno));
-		p += w;
-		len -= (size_t)w;
-	}
-}
-
 /* Exactly len bytes within IO_MS (fails the test otherwise). */
 static void get_all(int fd, void *buf, size_t len)
 {
-	uint8_t *p = buf;
-	long long deadline = now_ms() + IO_MS;
-	while (len > 0) {
-		ck_assert_msg(now_ms() < deadline, "%zu bytes missing from cmserver", len);
-		struct pollfd pf = {.fd = fd, .events = POLLIN};
-		if (poll(&pf, 1, 100) <= 0)
-			continue;
-		ssize_t r = recv(fd, p, len, MSG_DONTWAIT);
-		if (r < 0 && (errno == EAGAIN || errno == EINTR))
-			continue;
-		ck_assert_msg(r > 0, "connection ended: %s", r ? strerror(errno) : "EOF");
-		p += r;
-		len -= (size_t)r;
-	}
+	ck_assert_msg(recv_exact(fd, buf, len, now_ms() + IO_MS) == 0,
+	              "%zu bytes expected from cmserver: connection ended or timed out", len);
 }
 
 static void join(int fd, int rank, unsigned inc, uint64_t ack_clock)
@@ -113,16 +83,16 @@ static void first_part_then_rest(bool cut)
 	send_frame(r0, CM_T_RECV_REQ, 0, 1, 0, 9, 0, 0, NULL, 0);
 	uint8_t hdr[CM_HEADER_SIZE];
 	frame_header_encode(hdr, CM_T_MSG, 0, 1, 0, 9, 0, 0, BIG);
-	put_all(r1, hdr, sizeof hdr);
+	send_all(r1, hdr, sizeof hdr);
 	const uint32_t first = 200 * 1024;
-	put_all(r1, data, first);
+	send_all(r1, data, first);
 	if (cut) {
 		expect_deliver_head(r0, BIG, 0);
 		get_all(r0, got, first);
 	} else {
 		expect_quiet(r0, 300);
 	}
-	put_all(r1, data + first, BIG - first);
+	send_all(r1, data + first, BIG - first);
 	if (cut) {
 		get_all(r0, got + first, BIG - first);
 	} else {
@@ -183,9 +153,9 @@ START_TEST(test_cut_through_resumed_after_sender_death)
 	free(p);
 	uint8_t hdr[CM_HEADER_SIZE];
 	frame_header_encode(hdr, CM_T_MSG, 0, 1, 0, 4, 0, 1, BIG);
-	put_all(r1, hdr, sizeof hdr);
+	send_all(r1, hdr, sizeof hdr);
 	const uint32_t part = 300 * 1024;
-	put_all(r1, data, part);
+	send_all(r1, data, part);
 	expect_deliver_head(r0, BIG, 1);
 	get_all(r0, got, part);
 	close(r1); /* rank 1 dies mid-payload */
