@@ -18,46 +18,11 @@ NP=4
 w=$itest_work
 
 # hosts_plan NAME EXPECTED cmrun-options...: --print-map prints exactly that.
-hosts_plan() {
-	local name=$1 expected=$2
-	shift 2
-	itest_selected "$name" || return 0
-	itest_elapsed=0
-	"$CMRUN" "$@" --print-map -- prog >"$w/$name.out" 2>"$w/$name.err"
-	local rc=$?
-	echo "$CMRUN $* --print-map -- prog" >"$w/$name.cmd"
-	if [ "$rc" -ne 0 ]; then
-		itest_fail "$name" "exit status $rc, expected 0"
-	elif ! diff -u "$expected" "$w/$name.out" >"$w/$name.diff"; then
-		itest_fail "$name" "plan differs:"
-		sed 's/^/    /' "$w/$name.diff"
-	elif [ -s "$w/$name.err" ]; then
-		itest_fail "$name" "unexpected output on stderr"
-	else
-		itest_pass "$name"
-	fi
-}
+hosts_plan() { itest_print_map "$1" "$2" prog "${@:3}"; }
 
 # hosts_refused NAME PATTERN cmrun-options...: exit 2, PATTERN (ERE) on
 # stderr, nothing on stdout.
-hosts_refused() {
-	local name=$1 pattern=$2
-	shift 2
-	itest_selected "$name" || return 0
-	itest_elapsed=0
-	"$CMRUN" "$@" -- prog >"$w/$name.out" 2>"$w/$name.err"
-	local rc=$?
-	echo "$CMRUN $* -- prog" >"$w/$name.cmd"
-	if [ "$rc" -ne 2 ]; then
-		itest_fail "$name" "exit status $rc, expected 2"
-	elif ! grep -qE -- "$pattern" "$w/$name.err"; then
-		itest_fail "$name" "stderr lacks /$pattern/"
-	elif [ -s "$w/$name.out" ]; then
-		itest_fail "$name" "unexpected stdout"
-	else
-		itest_pass "$name"
-	fi
-}
+hosts_refused() { itest_refused "$1" "$2" prog "${@:3}"; }
 
 # ---- hosts files: what is refused ----
 printf 'a addr=10.0.0.1\nb addr=10.0.0.300\n' >"$w/bad_addr"

@@ -184,6 +184,51 @@ itest_bad_usage() {
 	fi
 }
 
+# itest_print_map NAME EXPECTED PROGRAM cmrun-options...: cmrun --print-map
+# exits 0, prints exactly the file EXPECTED and nothing on stderr (nothing
+# is started).
+itest_print_map() {
+	local name=$1 expected=$2 prog=$3
+	shift 3
+	itest_selected "$name" || return 0
+	itest_elapsed=0
+	"$CMRUN" "$@" --print-map -- "$prog" >"$itest_work/$name.out" 2>"$itest_work/$name.err"
+	local rc=$?
+	echo "$CMRUN $* --print-map -- $prog" >"$itest_work/$name.cmd"
+	if [ "$rc" -ne 0 ]; then
+		itest_fail "$name" "exit status $rc, expected 0"
+	elif ! diff -u "$expected" "$itest_work/$name.out" >"$itest_work/$name.diff"; then
+		itest_fail "$name" "map differs:"
+		sed 's/^/    /' "$itest_work/$name.diff"
+	elif [ -s "$itest_work/$name.err" ]; then
+		itest_fail "$name" "unexpected output on stderr"
+	else
+		itest_pass "$name"
+	fi
+}
+
+# itest_refused NAME PATTERN PROGRAM cmrun-options...: cmrun refuses the
+# options before starting anything: exit 2, PATTERN (ERE) on stderr,
+# nothing on stdout.
+itest_refused() {
+	local name=$1 pattern=$2 prog=$3
+	shift 3
+	itest_selected "$name" || return 0
+	itest_elapsed=0
+	"$CMRUN" "$@" -- "$prog" >"$itest_work/$name.out" 2>"$itest_work/$name.err"
+	local rc=$?
+	echo "$CMRUN $* -- $prog" >"$itest_work/$name.cmd"
+	if [ "$rc" -ne 2 ]; then
+		itest_fail "$name" "exit status $rc, expected 2"
+	elif ! grep -qE -- "$pattern" "$itest_work/$name.err"; then
+		itest_fail "$name" "stderr lacks /$pattern/"
+	elif [ -s "$itest_work/$name.out" ]; then
+		itest_fail "$name" "unexpected stdout"
+	else
+		itest_pass "$name"
+	fi
+}
+
 itest_pass() {
 	itest_passes=$((itest_passes + 1))
 	itest_log "PASS: $1 (${itest_elapsed}s)"
