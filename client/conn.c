@@ -224,25 +224,18 @@ int cm_conn_send(struct cm_conn *c, struct cm_header *h, const void *payload, si
 	return 0;
 }
 
-/* A small frame appended to the queue, not written yet. */
-static int queue_ctl(struct cm_conn *c, uint8_t type, uint16_t flags, int src, int dst, int tag,
-                     uint32_t ctx, uint64_t clock, const void *payload, size_t len)
+/* A frame with its payload copied inline, appended to the queue, not
+ * written yet. */
+static int queue_copy(struct cm_conn *c, struct cm_header *h, const void *payload, size_t len)
 {
 	if (!cm_conn_alive(c) || c->shut)
 		return -1;
 	struct cm_out *o = malloc(sizeof *o + len);
 	if (o == NULL)
 		return cm_conn_fail(c, "out of memory queueing a frame");
-	struct cm_header h = {.version = CM_PROTO_VERSION,
-	                      .type = type,
-	                      .flags = flags,
-	                      .src = src,
-	                      .dst = dst,
-	                      .tag = tag,
-	                      .ctx = ctx,
-	                      .len = (uint32_t)len,
-	                      .clock = clock};
-	cm_header_encode(&h, o->hdr);
+	h->version = CM_PROTO_VERSION;
+	h->len = (uint32_t)len;
+	cm_header_encode(h, o->hdr);
 	if (len)
 		memcpy(o->inline_data, payload, len);
 	o->payload = o->inline_data;
@@ -252,6 +245,26 @@ static int queue_ctl(struct cm_conn *c, uint8_t type, uint16_t flags, int src, i
 	o->owned = NULL;
 	append(c, o);
 	return 0;
+}
+
+static int queue_ctl(struct cm_conn *c, uint8_t type, uint16_t flags, int src, int dst, int tag,
+                     uint32_t ctx, uint64_t clock, const void *payload, size_t len)
+{
+	struct cm_header h = {.type = type,
+	                      .flags = flags,
+	                      .src = src,
+	                      .dst = dst,
+	                      .tag = tag,
+	                      .ctx = ctx,
+	                      .clock = clock};
+	return queue_copy(c, &h, payload, len);
+}
+
+int cm_conn_queue(struct cm_conn *c, struct cm_header *h, const void *payload, size_t len)
+{
+	if (len > CM_COPY_LIMIT)
+		return cm_conn_fail(c, "internal error: a queued frame of %zu bytes", len);
+	return queue_copy(c, h, payload, len);
 }
 
 int cm_conn_send_ctl(struct cm_conn *c, uint8_t type, uint16_t flags, int src, int dst, int tag,

@@ -137,6 +137,9 @@ int cm_conn_send_ctl(struct cm_conn *c, uint8_t type, uint16_t flags, int src, i
  * with what follows (one system call for a batch of small frames). */
 int cm_conn_queue_ctl(struct cm_conn *c, uint8_t type, uint16_t flags, int src, int dst, int tag,
                       uint32_t ctx, uint64_t clock, const void *payload, size_t len);
+/* Queues a frame of at most CM_COPY_LIMIT payload bytes, copied: the
+ * caller's buffer is free at once; the next send or flush writes it. */
+int cm_conn_queue(struct cm_conn *c, struct cm_header *h, const void *payload, size_t len);
 /* Queues our HELLO (connecting side); flags: 0 or CM_F_TAKEOVER. */
 int cm_conn_send_hello(struct cm_conn *c, uint16_t flags, int src, int dst, unsigned incarnation,
                        unsigned world_size, unsigned kind, const char *secret);

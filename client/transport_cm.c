@@ -185,6 +185,10 @@ int cmt_progress(struct cm_transport *t, int timeout_ms)
 	struct cmt *s = t->state;
 	if (s->dead)
 		return -1;
+	if (s->co.deferred && cmt_coalesce_flush(s) < 0) {
+		cmt_check_lost(s);
+		return -1;
+	}
 	if (timeout_ms < 0 && s->ncms == 1 && cm_conn_alive(s->cms[0]) &&
 	    !cm_conn_pending_output(s->cms[0])) {
 		/* One CM and nothing to write: sleep in the read itself. */
@@ -240,10 +244,15 @@ static int cmt_isend(struct cm_transport *t, struct cm_req *req)
 	struct cm_header h;
 	if (cm_start_send(req, s->rank, &s->syncs, &h) < 0)
 		return -1;
-	if (cm_conn_send(s->cms[s->home[req->peer]], &h, req->sbuf, req->slen, req, 1) < 0) {
+	int cm = s->home[req->peer];
+	int queued = cmt_coalesce_send(s, cm, &h, req);
+	if (queued == 0 && cm_conn_send(s->cms[cm], &h, req->sbuf, req->slen, req, 1) < 0)
+		queued = -1;
+	if (queued < 0) {
 		cmt_check_lost(s);
 		return -1;
 	}
+	cmt_coalesce_written(s, cm);
 	return 0;
 }
 
@@ -264,6 +273,7 @@ static int cmt_irecv(struct cm_transport *t, struct cm_req *req)
 		cmt_check_lost(s);
 		return -1;
 	}
+	cmt_coalesce_written(s, s->myhome);
 	return 0;
 }
 
@@ -317,6 +327,7 @@ static int cmt_cancel(struct cm_transport *t, struct cm_req *req, int *cancelled
 
 static void cmt_free(struct cmt *s)
 {
+	cmt_coalesce_free(s);
 	for (int i = 0; s->cms && i < s->ncms; i++)
 		cm_conn_free(s->cms[i]);
 	free(s->cms);
@@ -397,6 +408,8 @@ static int cmt_init(struct cm_transport *t, const struct cm_job *job)
 		s->home[i] = job->home[i];
 	}
 	s->myhome = s->home[s->rank];
+	if (cmt_coalesce_init(s) < 0)
+		goto fail;
 	if (job->resume) { /* restored from a checkpoint image */
 		s->clock = job->resume->clock;
 		s->reqid = job->resume->reqid;
@@ -466,6 +479,8 @@ static int cmt_finalize(struct cm_transport *t)
 	struct cmt *s = t->state;
 	if (s == NULL)
 		return 0;
+	/* From here on the MPI thread alone touches the connections. */
+	cmt_coalesce_stop(s);
 	int rc = s->dead ? -1 : 0;
 	if (rc == 0)
 		rc = cm_wait_until(t, s->rank, no_output, CM_FLUSH_TIMEOUT_MS,
@@ -484,17 +499,85 @@ static int cmt_finalize(struct cm_transport *t)
 	return rc;
 }
 
+/* The entry points the MPI layer calls hold the coalescing lock, so the
+ * flusher thread never writes while the rank is inside the transport. */
+static struct cmt *enter(struct cm_transport *t)
+{
+	struct cmt *s = t->state;
+	if (s)
+		pthread_mutex_lock(&s->co.lock);
+	return s;
+}
+
+static int leave(struct cmt *s, int rc)
+{
+	if (s)
+		pthread_mutex_unlock(&s->co.lock);
+	return rc;
+}
+
+static int locked_isend(struct cm_transport *t, struct cm_req *req)
+{
+	struct cmt *s = enter(t);
+	return leave(s, cmt_isend(t, req));
+}
+
+static int locked_irecv(struct cm_transport *t, struct cm_req *req)
+{
+	struct cmt *s = enter(t);
+	return leave(s, cmt_irecv(t, req));
+}
+
+static int locked_probe(struct cm_transport *t, int src, int tag, uint32_t ctx, int blocking,
+                        struct cm_probe_result *out)
+{
+	struct cmt *s = enter(t);
+	return leave(s, cmt_probe(t, src, tag, ctx, blocking, out));
+}
+
+static int locked_progress(struct cm_transport *t, int timeout_ms)
+{
+	struct cmt *s = enter(t);
+	return leave(s, cmt_progress(t, timeout_ms));
+}
+
+static int locked_event(struct cm_transport *t, uint32_t kind, void *value, size_t len,
+                        int *replayed)
+{
+	struct cmt *s = enter(t);
+	return leave(s, cmt_event(t, kind, value, len, replayed));
+}
+
+static int locked_cancel(struct cm_transport *t, struct cm_req *req, int *cancelled)
+{
+	struct cmt *s = enter(t);
+	return leave(s, cmt_cancel(t, req, cancelled));
+}
+
+static int locked_snapshot(struct cm_transport *t, struct cm_resume *out)
+{
+	struct cmt *s = enter(t);
+	return leave(s, cmt_snapshot(t, out));
+}
+
+static void locked_ckpt_committed(struct cm_transport *t, const struct cm_resume *state)
+{
+	struct cmt *s = enter(t);
+	cmt_ckpt_committed(t, state);
+	leave(s, 0);
+}
+
 void cm_transport_cm(struct cm_transport *t)
 {
 	*t = (struct cm_transport){.name = "cm",
 	                           .init = cmt_init,
-	                           .isend = cmt_isend,
-	                           .irecv = cmt_irecv,
-	                           .probe = cmt_probe,
-	                           .progress = cmt_progress,
+	                           .isend = locked_isend,
+	                           .irecv = locked_irecv,
+	                           .probe = locked_probe,
+	                           .progress = locked_progress,
 	                           .finalize = cmt_finalize,
-	                           .event = cmt_event,
-	                           .cancel = cmt_cancel,
-	                           .snapshot = cmt_snapshot,
-	                           .ckpt_committed = cmt_ckpt_committed};
+	                           .event = locked_event,
+	                           .cancel = locked_cancel,
+	                           .snapshot = locked_snapshot,
+	                           .ckpt_committed = locked_ckpt_committed};
 }

@@ -5,6 +5,7 @@
 #define CHANMEM_TRANSPORT_CM_H
 
 #include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "conn.h"
@@ -25,6 +26,29 @@ struct cm_replayed_event {
 	uint32_t kind;
 	uint8_t len;
 	uint8_t value[CM_EVENT_PAYLOAD_MAX];
+};
+
+/* Send coalescing (transport_cm_coalesce.c). */
+struct cmt_coalesce {
+	int ready;
+	long long window_ns; /* 0: every message is written at once */
+	/* Held by the MPI thread inside every transport call; the flusher only
+	 * tries it. Everything below but the wake-up fields is under it. */
+	pthread_mutex_t lock;
+	unsigned char *on;     /* [ncms] messages wait in that queue */
+	unsigned deferred;     /* connections with waiting messages */
+	size_t deferred_bytes; /* their payload */
+	unsigned deferred_frames;
+	long long deferred_since; /* CLOCK_MONOTONIC ns of the oldest */
+	unsigned backoff;         /* sends that go out at once after a late flush */
+	uint64_t deferrals, deferrals_seen, timer_flushes;
+	int stats_said;
+	/* the flusher thread, started at the first deferral */
+	pthread_t thread;
+	int thread_started, stop; /* under wake_mu */
+	pthread_mutex_t wake_mu;
+	pthread_cond_t wake_cv;
+	_Atomic int armed; /* the flusher watches (else it sleeps on wake_cv) */
 };
 
 struct cmt {
@@ -66,6 +90,7 @@ struct cmt {
 	uint64_t replay_base;  /* index of replay[0]: events a checkpoint image consumed */
 	unsigned sync_pending; /* snapshot: EVENT_ACKs awaited from every CM */
 	uint8_t ev_buf[CM_EVENT_PAYLOAD_MAX];
+	struct cmt_coalesce co;
 };
 
 /* Queued events are written at least every this many events. */
@@ -75,6 +100,18 @@ struct cmt {
 int cmt_progress(struct cm_transport *t, int timeout_ms);
 /* Marks the transport dead once a connection is lost (after saying so). */
 void cmt_check_lost(struct cmt *s);
+
+/* transport_cm_coalesce.c: a small message queued instead of written
+ * leaves with the next frame (1: queued and complete; 0: send it now). */
+int cmt_coalesce_init(struct cmt *s);
+int cmt_coalesce_send(struct cmt *s, int cm, struct cm_header *h, struct cm_req *req);
+/* Writes every queued message: before the rank waits. */
+int cmt_coalesce_flush(struct cmt *s);
+/* A frame was written to CM cm: the messages queued there went with it. */
+void cmt_coalesce_written(struct cmt *s, int cm);
+/* Stops the flusher thread: the MPI thread alone writes from then on. */
+void cmt_coalesce_stop(struct cmt *s);
+void cmt_coalesce_free(struct cmt *s);
 
 /* transport_cm_events.c */
 int cmt_add_replayed(struct cm_conn *c, struct cmt *s, const struct cm_header *h);
