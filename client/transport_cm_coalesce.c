@@ -173,6 +173,11 @@ int cmt_coalesce_send(struct cmt *s, int cm, struct cm_header *h, struct cm_req 
 	if (co->window_ns == 0 || req->sync || req->slen > COALESCE_MAX_MESSAGE || c->wblocked ||
 	    !cm_conn_alive(c))
 		return 0;
+	/* Events queued lazily must reach the CM with this send, as before
+	 * (they are logged before anything the rank does after them): a queue
+	 * holds either events or queued messages, never both. */
+	if (cm_conn_pending_output(c) && !co->on[cm])
+		return 0;
 	if (co->backoff > 0) {
 		co->backoff--;
 		return 0;

@@ -101,6 +101,12 @@ int cmt_event(struct cm_transport *t, uint32_t kind, void *value, size_t len, in
 		return -1;
 	}
 	s->ev_next++;
+	/* Messages queued before the event leave now, with it: a later send
+	 * must find no event behind queued messages (transport_cm_coalesce.c). */
+	if (s->co.on[s->myhome] && cmt_coalesce_flush(s) < 0) {
+		cmt_check_lost(s);
+		return -1;
+	}
 	if (++s->ev_unwritten >= EV_FLUSH_BATCH) {
 		/* Bounded memory for a program that asks the time in a loop. */
 		s->ev_unwritten = 0;
