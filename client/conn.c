@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -523,6 +524,13 @@ enum cm_io cm_conn_read(struct cm_conn *c)
 enum cm_io cm_conn_read_wait(struct cm_conn *c)
 {
 	return read_frames(c, 0);
+}
+
+void cm_conn_limit_wait(struct cm_conn *c, int ms)
+{
+	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+	/* Best effort: without it the wait is only unbounded, as before. */
+	(void)setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 }
 
 void cm_conn_redirect(struct cm_conn *c, const struct cm_sink *sink)

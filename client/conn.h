@@ -153,6 +153,11 @@ enum cm_io cm_conn_read(struct cm_conn *c);
  * of the stream) arrive: for a caller with nothing else to wait for. A
  * signal ends the wait early (CM_IO_OK). */
 enum cm_io cm_conn_read_wait(struct cm_conn *c);
+/* Bounds every later cm_conn_read_wait on c to about ms milliseconds
+ * (SO_RCVTIMEO): with nothing read by then it returns CM_IO_OK. For an
+ * owner that also watches other sockets and must look at them now and
+ * then (the other reads pass MSG_DONTWAIT and are not affected). */
+void cm_conn_limit_wait(struct cm_conn *c, int ms);
 static inline int cm_conn_pending_output(const struct cm_conn *c)
 {
 	return c->out_head != NULL;

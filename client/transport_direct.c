@@ -14,9 +14,10 @@
  * its buffer. Every message is sent eagerly, whatever its size.
  *
  * Waiting: epoll over the listening socket and every connection; once no
- * rank can open a new connection to us and there is only one connection,
- * progress(-1) sleeps in recvmsg() on it instead (one system call per
- * message, as a plain blocking TCP program). */
+ * rank can open a new connection to us and only one connection can bring
+ * what we wait for, progress(-1) sleeps in recvmsg() on it instead (one
+ * system call per message, as a plain blocking TCP program): see
+ * single_source. */
 #include <config.h>
 
 #include <errno.h>
@@ -32,6 +33,9 @@
 #include "transport_direct.h"
 
 #define CONNECT_TIMEOUT_MS 20000
+/* A sleep in recvmsg() on a single source lasts at most this long, and
+ * an epoll round runs at least this often while it keeps delivering. */
+#define SLEEP_MS 10
 
 static const struct cm_conn_ops direct_ops;
 static void direct_free(struct direct *s);
@@ -79,6 +83,7 @@ static enum cm_err on_hello(struct cm_conn *c, const struct cm_header *h,
 	if (s->link[h->src] == NULL)
 		s->link[h->src] = c; /* our messages to it take this one too */
 	c->peer = h->src;
+	cm_conn_limit_wait(c, SLEEP_MS);
 	settle(s, h->src);
 	snprintf(c->name, sizeof c->name, "connection from rank %d", h->src);
 	if (cm_conn_send_ctl(c, CM_T_HELLO_ACK, 0, s->rank, h->src, 0, 0, own, NULL, 0) < 0)
@@ -167,6 +172,7 @@ static struct cm_conn *link_to(struct direct *s, int dst)
 		return NULL;
 	}
 	c->peer = dst;
+	cm_conn_limit_wait(c, SLEEP_MS);
 	if (cm_connset_add(&s->net, c, s->rank) < 0) {
 		cm_conn_free(c);
 		return NULL;
@@ -221,22 +227,59 @@ static void reap(struct direct *s)
 	s->net.nconns = keep;
 }
 
+/* Our connection to a rank that opened its own to us as well (both sent
+ * first at once): it sends its messages on its own, so ours brings only
+ * the SYNC_ACKs of our synchronous sends, an ERROR or the end of the
+ * stream. */
+static int silent_link(const struct direct *s, const struct cm_conn *c)
+{
+	return !c->accepted && s->from[c->peer] != NULL && s->from[c->peer] != c &&
+	       s->syncs.count == 0;
+}
+
+/* The one connection a message can come from, when progress(-1) may
+ * sleep in recvmsg() on it instead of epoll_wait() then recvmsg(). Only
+ * once every rank is settled (the listening socket can bring no rank),
+ * with nothing to write (no EPOLLOUT to wait for), every connection
+ * introduced, and every other connection a silent link: what can still
+ * come on one (an ERROR, its end) also comes with the end of the source,
+ * whose sender is the same rank, or is not urgent. Two ranks that both
+ * sent first hold two connections, one of them silent. Stray connections
+ * and silent links are still looked at: the sleep is bounded (SLEEP_MS,
+ * cm_conn_limit_wait) and an epoll round runs at least every SLEEP_MS. */
+static struct cm_conn *single_source(struct direct *s, int timeout_ms)
+{
+	if (timeout_ms >= 0 || s->unsettled > 0 || s->draining ||
+	    cm_now_ms() - s->last_poll_ms >= SLEEP_MS)
+		return NULL;
+	struct cm_conn *source = NULL;
+	for (size_t i = 0; i < s->net.nconns; i++) {
+		struct cm_conn *c = s->net.conns[i];
+		if (c->state != CM_CONN_READY || cm_conn_pending_output(c))
+			return NULL;
+		if (silent_link(s, c))
+			continue;
+		if (source)
+			return NULL;
+		source = c;
+	}
+	return source;
+}
+
 static int direct_progress(struct cm_transport *t, int timeout_ms)
 {
 	struct direct *s = t->state;
 	if (s->dead)
 		return -1;
-	if (timeout_ms < 0 && s->unsettled == 0 && s->net.nconns == 1) {
-		struct cm_conn *c = s->net.conns[0];
-		if (cm_conn_alive(c) && !cm_conn_pending_output(c)) {
-			/* Nothing else can happen: sleep in the read itself. */
-			cm_conn_read_wait(c);
-			reap(s);
-			return s->dead ? -1 : 0;
-		}
+	struct cm_conn *source = single_source(s, timeout_ms);
+	if (source) {
+		cm_conn_read_wait(source);
+		reap(s);
+		return s->dead ? -1 : 0;
 	}
 	if (cm_connset_poll(&s->net, s->rank, timeout_ms, accept_all, s) < 0)
 		return -1;
+	s->last_poll_ms = cm_now_ms();
 	reap(s);
 	return s->dead ? -1 : 0;
 }

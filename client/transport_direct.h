@@ -45,11 +45,12 @@ struct direct {
 	char *gone;            /* [size] the rank closed its link (finalized) */
 	/* A rank is settled once it can no longer open a connection to us
 	 * (it has one, or it adopted ours: HELLO_ACK clock 0). With every
-	 * rank settled and a single connection, progress sleeps in recvmsg()
-	 * on it instead of epoll_wait() + recvmsg(). */
+	 * rank settled and a single source, progress sleeps in recvmsg()
+	 * on it instead of epoll_wait() + recvmsg() (single_source). */
 	char *settled;
 	int unsettled;
-	struct cm_connset net; /* every connection */
+	struct cm_connset net;  /* every connection */
+	long long last_poll_ms; /* the last epoll round (single_source) */
 
 	struct cm_matchq match;
 	struct cm_reqmap syncs; /* synchronous sends waiting for SYNC_ACK */
