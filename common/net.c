@@ -58,7 +58,17 @@ int cm_set_nodelay(int fd)
 	int one = 1;
 	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0)
 		return 0;
-	return errno == EOPNOTSUPP ? 0 : -1; /* AF_UNIX: no Nagle to turn off */
+	if (errno != EOPNOTSUPP)
+		return -1;
+	/* AF_UNIX: no Nagle to turn off, but a send buffer to widen. What a
+	 * stream unix socket has queued at its peer (each frame charged with
+	 * its skb overhead, ~1 KiB for a small one) counts against the
+	 * sender's SO_SNDBUF; the default 208 KiB fills after ~200 small
+	 * frames, while TCP loopback takes megabytes before EAGAIN. Capped by
+	 * net.core.wmem_max; best effort. */
+	int size = CM_UNIX_SNDBUF;
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+	return 0;
 }
 
 int cm_set_nonblock(int fd, int on)

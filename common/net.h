@@ -62,7 +62,9 @@ int cm_connect(const struct cm_addr *addr, int timeout_ms);
 long long cm_now_ms(void);
 
 /* TCP_NODELAY on: small frames must not wait for Nagle + delayed ACK.
- * Succeeds without doing anything on a socket that is not TCP (AF_UNIX). */
+ * On an AF_UNIX socket it sets SO_SNDBUF to CM_UNIX_SNDBUF instead (best
+ * effort, capped by net.core.wmem_max) and succeeds. */
+#define CM_UNIX_SNDBUF (4 * 1024 * 1024)
 int cm_set_nodelay(int fd);
 int cm_set_nonblock(int fd, int on);
 int cm_set_cloexec(int fd, int on);
