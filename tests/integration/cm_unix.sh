@@ -93,11 +93,19 @@ EOF
 chmod +x "$itest_work/cmserver-no-unix"
 CHANMEM_CMSERVER=$itest_work/cmserver-no-unix rank_sockets cmu_no_unix tcp
 
-# Every mode: the failure-free run and a rank killed mid-run, over unix.
+# Every mode (one loop and more loops than cores where it takes --threads,
+# as ft_modes.sh): the failure-free run and a rank killed mid-run, over unix.
 for mode in mono thread-per-client multiplexer specialized; do
-	ft_same "cmu_${mode}_clean" cmu_ref_tcp --mode "$mode" -- ft_suite ring "$ITERS"
-	FT_KILL_RANK=1 FT_KILL_AT=10 ft_same "cmu_${mode}_kill" cmu_ref_tcp --mode "$mode" \
-		-- ft_suite ring "$ITERS"
+	case $mode in
+	multiplexer | specialized) counts="1 4" ;;
+	*) counts=1 ;;
+	esac
+	for n in $counts; do
+		CHANMEM_CM_THREADS=$n ft_same "cmu_${mode}_t${n}_clean" cmu_ref_tcp --mode "$mode" \
+			-- ft_suite ring "$ITERS"
+		CHANMEM_CM_THREADS=$n FT_KILL_RANK=1 FT_KILL_AT=10 ft_same "cmu_${mode}_t${n}_kill" \
+			cmu_ref_tcp --mode "$mode" -- ft_suite ring "$ITERS"
+	done
 done
 FT_KILL_RANK=0,2 FT_KILL_AT=5 ft_same cmu_kill_two_cms cmu_ref_tcp --cms 2 \
 	-- ft_suite ring "$ITERS"
