@@ -156,4 +156,9 @@ if itest_selected $name; then
 	fi
 fi
 
+itest_bad_usage cmu_opt_value 1 "--cm-socket takes auto or tcp, not 'udp'" --cm-socket udp \
+	-- hello
+itest_bad_usage cmu_opt_direct 2 "--cm-socket apply to --transport cm only" \
+	--transport direct --cm-socket tcp -- hello
+
 itest_finish
