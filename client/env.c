@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -106,10 +107,20 @@ fail:
 	return -1;
 }
 
-static int check_addresses(const char *name, char **items, int n)
+/* allow_unix: channel memories on this host may be given as unix:@NAME
+ * (an abstract unix socket); peers of the direct transports are TCP. */
+static int check_addresses(const char *name, char **items, int n, bool allow_unix)
 {
 	for (int i = 0; i < n; i++) {
 		struct sockaddr_in addr;
+		if (allow_unix && strncmp(items[i], "unix:", 5) == 0) {
+			struct cm_addr any;
+			char why[128];
+			if (cm_parse_addr(items[i], &any, why, sizeof why) == 0)
+				continue;
+			cm_err("%s: entry %d '%s': %s", name, i, items[i], why);
+			return -1;
+		}
 		if (cm_parse_hostport(items[i], -1, &addr) < 0 || strchr(items[i], ':') == NULL) {
 			cm_err("%s: entry %d '%s' is not an IPv4 HOST:PORT address", name, i,
 			       items[i]);
@@ -119,13 +130,14 @@ static int check_addresses(const char *name, char **items, int n)
 	return 0;
 }
 
-static int parse_address_list(const char *name, const char *text, int want, int max, char ***out)
+static int parse_address_list(const char *name, const char *text, int want, int max,
+                              bool allow_unix, char ***out)
 {
 	char **items = NULL;
 	int n = split_list(name, text, want, max, &items);
 	if (n < 0)
 		return -1;
-	if (check_addresses(name, items, n) < 0) {
+	if (check_addresses(name, items, n, allow_unix) < 0) {
 		for (int i = 0; i < n; i++)
 			free(items[i]);
 		free(items);
@@ -234,7 +246,7 @@ static int parse_cms(const char *transport, struct cm_job *job)
 		return -1;
 	}
 	if (cms != NULL) {
-		job->ncms = parse_address_list(CM_ENV_CMS, cms, 0, CM_MAX_CMS, &job->cms);
+		job->ncms = parse_address_list(CM_ENV_CMS, cms, 0, CM_MAX_CMS, true, &job->cms);
 		if (job->ncms < 0) {
 			job->ncms = 0;
 			return -1;
@@ -310,7 +322,7 @@ static int parse_direct(const char *transport, struct cm_job *job)
 		return -1;
 	}
 	if (peers != NULL &&
-	    parse_address_list(CM_ENV_PEERS, peers, job->size, job->size, &job->peers) < 0)
+	    parse_address_list(CM_ENV_PEERS, peers, job->size, job->size, false, &job->peers) < 0)
 		return -1;
 	if (fd != NULL && check_listen_fd(fd, job) < 0)
 		return -1;
@@ -345,8 +357,8 @@ static int parse_repl(const char *transport, struct cm_job *job)
 		cm_err("%s: too many processes", CM_ENV_REPL_PEERS);
 		return -1;
 	}
-	if (parse_address_list(CM_ENV_REPL_PEERS, peers, (int)total, (int)total, &job->repl_peers) <
-	    0) {
+	if (parse_address_list(CM_ENV_REPL_PEERS, peers, (int)total, (int)total, false,
+	                       &job->repl_peers) < 0) {
 		job->repl_peers = NULL;
 		return -1;
 	}

@@ -342,12 +342,14 @@ static void cmt_free(struct cmt *s)
 
 static int connect_cm(struct cmt *s, const struct cm_job *job, int i)
 {
-	struct sockaddr_in addr;
-	if (cm_parse_hostport(job->cms[i], -1, &addr) < 0) {
-		cm_err("rank %d: bad channel memory address '%s'", s->rank, job->cms[i]);
+	/* TCP, or an abstract unix socket when the CM is on this host. */
+	struct cm_addr addr;
+	char why[128];
+	if (cm_parse_addr(job->cms[i], &addr, why, sizeof why) < 0) {
+		cm_err("rank %d: bad channel memory address '%s': %s", s->rank, job->cms[i], why);
 		return -1;
 	}
-	int fd = cm_tcp_connect(&addr, CONNECT_TIMEOUT_MS);
+	int fd = cm_connect(&addr, CONNECT_TIMEOUT_MS);
 	if (fd < 0) {
 		cm_err("rank %d: cannot connect to channel memory %d at %s: %s", s->rank, i,
 		       job->cms[i], strerror(errno));

@@ -1,6 +1,6 @@
 /* The I/O engines of cmserver. An engine owns sockets, the event loop(s)
  * and threads; the protocol itself lives in the core (core.h). Every engine
- * takes the same options and an already listening socket, serves until
+ * takes the same options and already listening sockets, serves until
  * SIGTERM or SIGINT, and returns the process exit status. */
 #ifndef CHANMEM_ENGINE_H
 #define CHANMEM_ENGINE_H
@@ -30,7 +30,17 @@ struct cm_server_opts {
 #define CM_THREADS_DEFAULT 2
 #define CM_ENV_CM_THREADS "CHANMEM_CM_THREADS"
 
-typedef int (*cm_engine_fn)(const struct cm_server_opts *opts, int listen_fd);
+/* The sockets an engine accepts connections on, served alike (the core
+ * authenticates every peer by the job secret): the TCP one, and the
+ * abstract AF_UNIX one for ranks on this host unless --no-unix. The engine
+ * closes them when it returns. */
+#define CM_MAX_LISTENERS 2
+struct cm_listeners {
+	int fds[CM_MAX_LISTENERS];
+	unsigned n;
+};
+
+typedef int (*cm_engine_fn)(const struct cm_server_opts *opts, const struct cm_listeners *ls);
 
 struct cm_engine {
 	const char *name;
@@ -49,12 +59,12 @@ enum eng_send_result eng_send_output(struct cm_session *s, int fd, int *err);
 extern const struct cm_engine cm_engines[];
 
 /* One libev loop, no threads, no locks. */
-int cm_engine_mono(const struct cm_server_opts *opts, int listen_fd);
+int cm_engine_mono(const struct cm_server_opts *opts, const struct cm_listeners *ls);
 /* An accepting thread plus one thread per connection. */
-int cm_engine_thread_per_client(const struct cm_server_opts *opts, int listen_fd);
+int cm_engine_thread_per_client(const struct cm_server_opts *opts, const struct cm_listeners *ls);
 /* opts->threads event loops, connections spread over them. */
-int cm_engine_multiplexer(const struct cm_server_opts *opts, int listen_fd);
+int cm_engine_multiplexer(const struct cm_server_opts *opts, const struct cm_listeners *ls);
 /* Acceptor, opts->threads receiving loops, one sending thread. */
-int cm_engine_specialized(const struct cm_server_opts *opts, int listen_fd);
+int cm_engine_specialized(const struct cm_server_opts *opts, const struct cm_listeners *ls);
 
 #endif

@@ -50,14 +50,15 @@ static void on_accept(struct ev_loop *loop, ev_io *aw, int revents)
 	if (e->topo.readers == 0)
 		eng_reap_workers(e);
 	for (int i = 0; i < 64; i++) {
-		int fd = accept4(e->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd = accept4(aw->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return;
 			cm_err("accept: %s; pausing", strerror(errno));
-			ev_io_stop(loop, &e->accept_w);
+			for (unsigned k = 0; k < e->listeners.n; k++)
+				ev_io_stop(loop, &e->accept_w[k]);
 			ev_timer_start(loop, &e->accept_pause);
 			return;
 		}
@@ -109,7 +110,8 @@ static void on_accept(struct ev_loop *loop, ev_io *aw, int revents)
 static void on_accept_pause(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct eng *e = w->data;
-	ev_io_start(loop, &e->accept_w);
+	for (unsigned k = 0; k < e->listeners.n; k++)
+		ev_io_start(loop, &e->accept_w[k]);
 }
 
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
@@ -136,7 +138,7 @@ static void shutdown_all(struct eng *e)
 	}
 }
 
-int cm_engine_threaded(const struct cm_server_opts *opts, int listen_fd,
+int cm_engine_threaded(const struct cm_server_opts *opts, const struct cm_listeners *ls,
                        const struct eng_topology *topo)
 {
 	struct eng *e = calloc(1, sizeof *e);
@@ -145,7 +147,7 @@ int cm_engine_threaded(const struct cm_server_opts *opts, int listen_fd,
 		return 1;
 	}
 	e->topo = *topo;
-	e->listen_fd = listen_fd;
+	e->listeners = *ls;
 	eng_locks_init(&e->locks);
 	pthread_mutex_init(&e->reg_mu, NULL);
 	struct cm_core_config cfg = {.max_payload = opts->max_message,
@@ -172,22 +174,26 @@ int cm_engine_threaded(const struct cm_server_opts *opts, int listen_fd,
 		cm_err("cannot start: out of memory or no event loop");
 		goto out;
 	}
-	if (cm_set_nonblock(listen_fd, 1) < 0) {
-		cm_err("listening socket: %s", strerror(errno));
-		goto out;
-	}
+	for (unsigned k = 0; k < ls->n; k++)
+		if (cm_set_nonblock(ls->fds[k], 1) < 0) {
+			cm_err("listening socket: %s", strerror(errno));
+			goto out;
+		}
 	for (unsigned i = 0; i < topo->readers; i++)
 		if ((e->readers[i] = eng_worker_start(e, false)) == NULL)
 			goto out;
 	if (topo->sender_thread && (e->sender = eng_worker_start(e, false)) == NULL)
 		goto out;
 
-	ev_io_init(&e->accept_w, on_accept, listen_fd, EV_READ);
+	for (unsigned k = 0; k < ls->n; k++) {
+		ev_io_init(&e->accept_w[k], on_accept, ls->fds[k], EV_READ);
+		e->accept_w[k].data = e;
+		ev_io_start(e->loop, &e->accept_w[k]);
+	}
 	ev_timer_init(&e->accept_pause, on_accept_pause, ACCEPT_PAUSE, 0.);
 	ev_signal_init(&e->sigterm, on_signal, SIGTERM);
 	ev_signal_init(&e->sigint, on_signal, SIGINT);
-	e->accept_w.data = e->accept_pause.data = e;
-	ev_io_start(e->loop, &e->accept_w);
+	e->accept_pause.data = e;
 	ev_signal_start(e->loop, &e->sigterm);
 	ev_signal_start(e->loop, &e->sigint);
 	sigset_t stop;
@@ -197,7 +203,8 @@ int cm_engine_threaded(const struct cm_server_opts *opts, int listen_fd,
 	pthread_sigmask(SIG_UNBLOCK, &stop, NULL);
 	ev_run(e->loop, 0);
 	pthread_sigmask(SIG_BLOCK, &stop, NULL);
-	ev_io_stop(e->loop, &e->accept_w);
+	for (unsigned k = 0; k < ls->n; k++)
+		ev_io_stop(e->loop, &e->accept_w[k]);
 	ev_timer_stop(e->loop, &e->accept_pause);
 	ev_signal_stop(e->loop, &e->sigterm);
 	ev_signal_stop(e->loop, &e->sigint);
@@ -211,7 +218,8 @@ out:
 			cm_core_log_summary(e->core);
 		cm_core_free(e->core);
 	}
-	close(listen_fd);
+	for (unsigned k = 0; k < ls->n; k++)
+		close(ls->fds[k]);
 	free(e->readers);
 	pthread_mutex_destroy(&e->reg_mu);
 	eng_locks_destroy(&e->locks);

@@ -19,7 +19,7 @@ struct eng_topology {
 	bool sender_thread;
 };
 
-int cm_engine_threaded(const struct cm_server_opts *opts, int listen_fd,
+int cm_engine_threaded(const struct cm_server_opts *opts, const struct cm_listeners *ls,
                        const struct eng_topology *topo);
 
 #endif

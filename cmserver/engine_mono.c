@@ -42,8 +42,8 @@ struct conn {
 struct mono {
 	struct ev_loop *loop;
 	struct cm_core *core;
-	int listen_fd;
-	ev_io accept_w;
+	unsigned nlisteners;
+	ev_io accept_w[CM_MAX_LISTENERS]; /* one per listening socket */
 	ev_timer accept_pause;
 	ev_signal sigterm, sigint;
 	struct conn *conns;
@@ -193,7 +193,7 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct mono *m = w->data;
 	for (int i = 0; i < 64; i++) {
-		int fd = accept4(m->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
 				continue;
@@ -203,7 +203,8 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 			 * retry a little later rather than spinning. */
 			cm_err("accept: %s (%u connections open); pausing", strerror(errno),
 			       m->nconns);
-			ev_io_stop(loop, &m->accept_w);
+			for (unsigned k = 0; k < m->nlisteners; k++)
+				ev_io_stop(loop, &m->accept_w[k]);
 			ev_timer_start(loop, &m->accept_pause);
 			return;
 		}
@@ -236,7 +237,8 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 static void on_accept_pause(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct mono *m = w->data;
-	ev_io_start(loop, &m->accept_w);
+	for (unsigned k = 0; k < m->nlisteners; k++)
+		ev_io_start(loop, &m->accept_w[k]);
 }
 
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
@@ -245,9 +247,17 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 	ev_break(loop, EVBREAK_ALL);
 }
 
-int cm_engine_mono(const struct cm_server_opts *opts, int listen_fd)
+/* Closes the listeners on every way out. */
+static int close_listeners(const struct cm_listeners *ls, int status)
 {
-	struct mono m = {.listen_fd = listen_fd};
+	for (unsigned k = 0; k < ls->n; k++)
+		close(ls->fds[k]);
+	return status;
+}
+
+int cm_engine_mono(const struct cm_server_opts *opts, const struct cm_listeners *ls)
+{
+	struct mono m = {.nlisteners = ls->n};
 	struct cm_core_config cfg = {.max_payload = opts->max_message,
 	                             .log_mem = opts->log_mem,
 	                             .cut_through_min = opts->cut_through_min,
@@ -263,28 +273,32 @@ int cm_engine_mono(const struct cm_server_opts *opts, int listen_fd)
 	m.loop = ev_default_loop(EVFLAG_AUTO);
 	if (m.loop == NULL) {
 		cm_err("cannot start the event loop (libev)");
-		return 1;
+		return close_listeners(ls, 1);
 	}
 	m.core = cm_core_new(&cfg);
 	if (m.core == NULL) {
 		cm_err("out of memory");
-		return 1;
+		return close_listeners(ls, 1);
 	}
 	if (opts->monitor)
 		cm_monitor_attach(opts->monitor, m.core);
-	if (cm_set_nonblock(listen_fd, 1) < 0) {
-		cm_err("listening socket: %s", strerror(errno));
-		if (opts->monitor)
-			cm_monitor_detach(opts->monitor);
-		cm_core_free(m.core);
-		return 1;
+	for (unsigned k = 0; k < ls->n; k++)
+		if (cm_set_nonblock(ls->fds[k], 1) < 0) {
+			cm_err("listening socket: %s", strerror(errno));
+			if (opts->monitor)
+				cm_monitor_detach(opts->monitor);
+			cm_core_free(m.core);
+			return close_listeners(ls, 1);
+		}
+	for (unsigned k = 0; k < ls->n; k++) {
+		ev_io_init(&m.accept_w[k], on_accept, ls->fds[k], EV_READ);
+		m.accept_w[k].data = &m;
+		ev_io_start(m.loop, &m.accept_w[k]);
 	}
-	ev_io_init(&m.accept_w, on_accept, listen_fd, EV_READ);
 	ev_timer_init(&m.accept_pause, on_accept_pause, ACCEPT_PAUSE, 0.);
 	ev_signal_init(&m.sigterm, on_signal, SIGTERM);
 	ev_signal_init(&m.sigint, on_signal, SIGINT);
-	m.accept_w.data = m.accept_pause.data = &m;
-	ev_io_start(m.loop, &m.accept_w);
+	m.accept_pause.data = &m;
 	ev_signal_start(m.loop, &m.sigterm);
 	ev_signal_start(m.loop, &m.sigint);
 	/* main blocked them until now: a pending one is delivered here. */
@@ -306,11 +320,11 @@ int cm_engine_mono(const struct cm_server_opts *opts, int listen_fd)
 	while (m.conns)
 		conn_close(m.conns, "server shutting down");
 	flush_dirty(&m);
-	ev_io_stop(m.loop, &m.accept_w);
+	for (unsigned k = 0; k < ls->n; k++)
+		ev_io_stop(m.loop, &m.accept_w[k]);
 	ev_timer_stop(m.loop, &m.accept_pause);
 	ev_signal_stop(m.loop, &m.sigterm);
 	ev_signal_stop(m.loop, &m.sigint);
-	close(listen_fd);
 	cm_core_free(m.core);
-	return 0;
+	return close_listeners(ls, 0);
 }

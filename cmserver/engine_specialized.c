@@ -7,8 +7,8 @@
 
 #include "engine_common.h"
 
-int cm_engine_specialized(const struct cm_server_opts *opts, int listen_fd)
+int cm_engine_specialized(const struct cm_server_opts *opts, const struct cm_listeners *ls)
 {
 	struct eng_topology topo = {.readers = opts->threads, .sender_thread = true};
-	return cm_engine_threaded(opts, listen_fd, &topo);
+	return cm_engine_threaded(opts, ls, &topo);
 }

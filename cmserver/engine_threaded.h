@@ -78,8 +78,8 @@ struct eng {
 	struct worker **readers; /* topo.readers of them */
 	struct worker *sender;
 	struct ev_loop *loop; /* the accepting thread's */
-	int listen_fd;
-	ev_io accept_w;
+	struct cm_listeners listeners;
+	ev_io accept_w[CM_MAX_LISTENERS]; /* one per listener */
 	ev_timer accept_pause;
 	ev_signal sigterm, sigint;
 	pthread_mutex_t reg_mu;

@@ -7,8 +7,8 @@
 
 #include "engine_common.h"
 
-int cm_engine_thread_per_client(const struct cm_server_opts *opts, int listen_fd)
+int cm_engine_thread_per_client(const struct cm_server_opts *opts, const struct cm_listeners *ls)
 {
 	struct eng_topology topo = {.readers = 0, .sender_thread = false};
-	return cm_engine_threaded(opts, listen_fd, &topo);
+	return cm_engine_threaded(opts, ls, &topo);
 }

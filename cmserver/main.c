@@ -1,6 +1,7 @@
 /* cmserver: a channel memory. Parses and validates the command line, reads
- * the job secret, opens the listening socket, tells whoever started it where
- * it listens, and hands over to the I/O engine --mode selects. */
+ * the job secret, opens the listening sockets (TCP, and an abstract unix
+ * socket for ranks on this host), tells whoever started it where it listens, and hands over to the
+ * I/O engine --mode selects. */
 #include "config.h"
 
 #include "engine.h"
@@ -77,8 +78,14 @@ static void usage(FILE *out)
 	    "  --threads N          multiplexer and specialized: event-loop threads (%d-%d,\n"
 	    "                       default %s, else %d)\n"
 	    "  --listen ADDR:PORT   address to listen on (default 127.0.0.1:0; port 0 picks\n"
-	    "                       a free port). Prints 'cmserver: listening on HOST:PORT'.\n"
-	    "  --ready-fd N         once listening, write \"HOST:PORT\\n\" to fd N and close it\n"
+	    "                       a free port). Prints 'cmserver: listening on HOST:PORT\n"
+	    "                       unix:@NAME': besides TCP it listens on an abstract unix\n"
+	    "                       socket (name picked by the kernel, no file) that ranks\n"
+	    "                       on this host reach faster; clients must still give the\n"
+	    "                       job secret\n"
+	    "  --no-unix            listen on TCP only (the line then ends after HOST:PORT)\n"
+	    "  --ready-fd N         once listening, write the same \"HOST:PORT[ unix:@NAME]\\n\"\n"
+	    "                       to fd N and close it\n"
 	    "  --report-fd N        report to the dispatcher on fd N (cmrun passes it): one\n"
 	    "                       line \"lost RANK INCARNATION\" per rank connection that\n"
 	    "                       ends without BYE, and every 500 ms \"stats LOG_BYTES\n"
@@ -144,12 +151,50 @@ static uint64_t parse_size_opt(const char *opt, const char *text, uint64_t min, 
 	return v;
 }
 
+static void close_listeners(struct cm_listeners *ls)
+{
+	for (unsigned k = 0; k < ls->n; k++)
+		close(ls->fds[k]);
+	ls->n = 0;
+}
+
+/* The TCP listener at addr and, unless no_unix, the abstract unix one;
+ * where gets "HOST:PORT[ unix:@NAME]", TCP first so that readers that only
+ * know TCP take the first word. */
+static int open_listeners(const struct sockaddr_in *addr, const char *listen_text, bool no_unix,
+                          struct cm_listeners *ls, char *where, size_t wherelen)
+{
+	struct sockaddr_in bound;
+	int fd = cm_tcp_listen(addr, &bound);
+	if (fd < 0) {
+		cm_err("cannot listen on %s: %s", listen_text, strerror(errno));
+		return -1;
+	}
+	ls->fds[ls->n++] = fd;
+	cm_format_addr(&bound, where, wherelen);
+	if (no_unix)
+		return 0;
+	struct cm_addr unix_bound;
+	if ((fd = cm_unix_listen(&unix_bound)) < 0) {
+		cm_err("cannot listen on an abstract unix socket: %s (--no-unix: TCP only)",
+		       strerror(errno));
+		close_listeners(ls);
+		return -1;
+	}
+	ls->fds[ls->n++] = fd;
+	size_t len = strlen(where);
+	where[len++] = ' ';
+	cm_format_any(&unix_bound, where + len, wherelen - len);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	enum {
 		OPT_MODE = 256,
 		OPT_THREADS,
 		OPT_LISTEN,
+		OPT_NO_UNIX,
 		OPT_READY_FD,
 		OPT_REPORT_FD,
 		OPT_MAX_MESSAGE,
@@ -163,6 +208,7 @@ int main(int argc, char **argv)
 	    {"mode", required_argument, NULL, OPT_MODE},
 	    {"threads", required_argument, NULL, OPT_THREADS},
 	    {"listen", required_argument, NULL, OPT_LISTEN},
+	    {"no-unix", no_argument, NULL, OPT_NO_UNIX},
 	    {"ready-fd", required_argument, NULL, OPT_READY_FD},
 	    {"report-fd", required_argument, NULL, OPT_REPORT_FD},
 	    {"max-message", required_argument, NULL, OPT_MAX_MESSAGE},
@@ -179,7 +225,7 @@ int main(int argc, char **argv)
 	const char *mode = "mono", *listen_text = "127.0.0.1:0", *secret_file = NULL;
 	long ready_fd = -1, report_fd = -1;
 	const char *spill_dir = NULL;
-	bool no_spill = false;
+	bool no_spill = false, no_unix = false;
 	int verbosity = 0;
 	struct cm_server_opts opts = {.max_message = CM_DEFAULT_MAX_PAYLOAD,
 	                              .log_mem = default_log_mem(),
@@ -198,6 +244,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_LISTEN:
 			listen_text = optarg;
+			break;
+		case OPT_NO_UNIX:
+			no_unix = true;
 			break;
 		case OPT_READY_FD:
 			if (cm_parse_long(optarg, 0, INT_MAX, &ready_fd) < 0)
@@ -296,14 +345,10 @@ int main(int argc, char **argv)
 	mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
 	mallopt(M_TRIM_THRESHOLD, 512 * 1024 * 1024);
 
-	struct sockaddr_in bound;
-	int lfd = cm_tcp_listen(&addr, &bound);
-	if (lfd < 0) {
-		cm_err("cannot listen on %s: %s", listen_text, strerror(errno));
+	struct cm_listeners ls = {.n = 0};
+	char where[32 + CM_ADDR_TEXT_MAX];
+	if (open_listeners(&addr, listen_text, no_unix, &ls, where, sizeof where) < 0)
 		return 1;
-	}
-	char where[64];
-	cm_format_addr(&bound, where, sizeof where);
 	printf("cmserver: listening on %s\n", where);
 	fflush(stdout);
 	cm_info("mode %s (%u threads), max message %u bytes, log memory %llu bytes, "
@@ -311,18 +356,18 @@ int main(int argc, char **argv)
 	        opts.mode, opts.threads, (unsigned)opts.max_message,
 	        (unsigned long long)opts.log_mem, (unsigned)opts.cut_through_min);
 	if (ready_fd >= 0) {
-		char line[80];
+		char line[sizeof where + 1];
 		int n = snprintf(line, sizeof line, "%s\n", where);
 		if (cm_write_full((int)ready_fd, line, (size_t)n) < 0) {
 			cm_err("--ready-fd %ld: %s", ready_fd, strerror(errno));
-			close(lfd);
+			close_listeners(&ls);
 			return 1;
 		}
 		close((int)ready_fd);
 	}
 	if (report_fd >= 0 && (opts.monitor = cm_monitor_new((int)report_fd)) == NULL) {
 		cm_err("out of memory");
-		close(lfd);
+		close_listeners(&ls);
 		return 1;
 	}
 	struct cm_spill_store *spill = NULL;
@@ -332,7 +377,7 @@ int main(int argc, char **argv)
 		 * cut-through DELIVER by ~15 ms on 1 Gbit/s links). */
 		spill = cm_spill_store_open(spill_dir, true);
 		if (spill == NULL && spill_dir) {
-			close(lfd);
+			close_listeners(&ls);
 			cm_monitor_free(opts.monitor);
 			return 1;
 		}
@@ -344,7 +389,7 @@ int main(int argc, char **argv)
 		opts.spill = spill ? cm_spill_store_ops(spill) : NULL;
 		opts.spill_ctx = spill;
 	}
-	int status = engine->run(&opts, lfd);
+	int status = engine->run(&opts, &ls);
 	cm_spill_store_close(spill);
 	cm_monitor_free(opts.monitor);
 	return status;

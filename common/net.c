@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +56,19 @@ void cm_format_addr(const struct sockaddr_in *addr, char *buf, size_t buflen)
 int cm_set_nodelay(int fd)
 {
 	int one = 1;
-	return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0)
+		return 0;
+	if (errno != EOPNOTSUPP)
+		return -1;
+	/* AF_UNIX: no Nagle to turn off, but a send buffer to widen. What a
+	 * stream unix socket has queued at its peer (each frame charged with
+	 * its skb overhead, ~1 KiB for a small one) counts against the
+	 * sender's SO_SNDBUF; the default 208 KiB fills after ~200 small
+	 * frames, while TCP loopback takes megabytes before EAGAIN. Capped by
+	 * net.core.wmem_max; best effort. */
+	int size = CM_UNIX_SNDBUF;
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+	return 0;
 }
 
 int cm_set_nonblock(int fd, int on)
@@ -105,15 +118,17 @@ long long cm_now_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int cm_tcp_connect(const struct sockaddr_in *addr, int timeout_ms)
+/* Connects a new socket of addr's family, retrying ECONNREFUSED (and
+ * EINTR, EAGAIN) with a growing pause until timeout_ms is over. */
+static int connect_retrying(const struct sockaddr *sa, socklen_t len, int timeout_ms)
 {
 	long long deadline = cm_now_ms() + timeout_ms;
 	int delay_ms = 5;
 	for (;;) {
-		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (fd < 0)
 			return -1;
-		if (connect(fd, (const struct sockaddr *)addr, sizeof *addr) == 0) {
+		if (connect(fd, sa, len) == 0) {
 			cm_set_nodelay(fd);
 			return fd;
 		}
@@ -128,6 +143,105 @@ int cm_tcp_connect(const struct sockaddr_in *addr, int timeout_ms)
 		if (delay_ms < 200)
 			delay_ms *= 2;
 	}
+}
+
+int cm_tcp_connect(const struct sockaddr_in *addr, int timeout_ms)
+{
+	return connect_retrying((const struct sockaddr *)addr, sizeof *addr, timeout_ms);
+}
+
+int cm_connect(const struct cm_addr *addr, int timeout_ms)
+{
+	return connect_retrying(&addr->u.sa, addr->len, timeout_ms);
+}
+
+static int unix_name_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '.' || c == '_' || c == '-';
+}
+
+int cm_parse_addr(const char *text, struct cm_addr *out, char *why, size_t whylen)
+{
+	memset(out, 0, sizeof *out);
+	if (strncmp(text, "unix:", 5) == 0) {
+		if (text[5] != '@') {
+			snprintf(why, whylen,
+			         "only abstract unix sockets are supported: write unix:@NAME");
+			goto bad;
+		}
+		const char *name = text + strlen(CM_UNIX_PREFIX);
+		size_t n = strlen(name);
+		if (n == 0 || n > CM_UNIX_NAME_MAX) {
+			snprintf(why, whylen, "the name after unix:@ must have 1 to %zu characters",
+			         CM_UNIX_NAME_MAX);
+			goto bad;
+		}
+		for (size_t i = 0; i < n; i++)
+			if (!unix_name_char(name[i])) {
+				snprintf(
+				    why, whylen,
+				    "the name after unix:@ may only hold letters, digits, '.', '_' "
+				    "and '-'");
+				goto bad;
+			}
+		out->u.un.sun_family = AF_UNIX;
+		memcpy(out->u.un.sun_path + 1, name, n); /* sun_path[0] = 0: abstract */
+		out->len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+		return 0;
+	}
+	if (cm_parse_hostport(text, -1, &out->u.in) < 0 || strchr(text, ':') == NULL ||
+	    out->u.in.sin_port == 0) {
+		snprintf(why, whylen, "not an IPv4 HOST:PORT or unix:@NAME address");
+		goto bad;
+	}
+	out->len = sizeof out->u.in;
+	return 0;
+bad:
+	errno = EINVAL;
+	return -1;
+}
+
+void cm_format_any(const struct cm_addr *addr, char *buf, size_t buflen)
+{
+	if (addr->u.sa.sa_family == AF_INET) {
+		cm_format_addr(&addr->u.in, buf, buflen);
+		return;
+	}
+	size_t off = offsetof(struct sockaddr_un, sun_path) + 1;
+	size_t n = addr->len > off ? addr->len - off : 0;
+	snprintf(buf, buflen, "%s%.*s", CM_UNIX_PREFIX, (int)n, addr->u.un.sun_path + 1);
+}
+
+int cm_unix_listen(struct cm_addr *bound)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	struct sockaddr_un any = {.sun_family = AF_UNIX};
+	memset(bound, 0, sizeof *bound);
+	bound->len = sizeof bound->u.un;
+	/* An address of just the family: the kernel autobinds a unique
+	 * abstract name (5 hex digits). */
+	if (bind(fd, (const struct sockaddr *)&any, sizeof(sa_family_t)) < 0 ||
+	    listen(fd, 512) < 0 || getsockname(fd, &bound->u.sa, &bound->len) < 0)
+		goto fail;
+	size_t off = offsetof(struct sockaddr_un, sun_path) + 1;
+	for (size_t i = off; i < bound->len; i++)
+		if (!unix_name_char(((const char *)&bound->u.un)[i])) {
+			errno = EADDRNOTAVAIL; /* not the autobind name we expect */
+			goto fail;
+		}
+	if (bound->len <= off) {
+		errno = EADDRNOTAVAIL;
+		goto fail;
+	}
+	return fd;
+fail:;
+	int saved = errno;
+	close(fd);
+	errno = saved;
+	return -1;
 }
 
 int cm_write_full(int fd, const void *buf, size_t len)

@@ -5,7 +5,9 @@
 
 #include <netinet/in.h>
 #include <stddef.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/un.h>
 
 /* "HOST:PORT" (IPv4 dotted quad or "localhost"; PORT 0..65535) -> sockaddr.
  * A bare "HOST" takes default_port. Returns 0 or -1 (errno = EINVAL). */
@@ -21,10 +23,48 @@ int cm_tcp_listen(const struct sockaddr_in *addr, struct sockaddr_in *bound);
 /* Blocking connect, retrying ECONNREFUSED for up to timeout_ms (a server
  * that is still starting). Sets TCP_NODELAY. */
 int cm_tcp_connect(const struct sockaddr_in *addr, int timeout_ms);
+/* A stream socket address of either kind a rank reaches a channel memory
+ * by: TCP "HOST:PORT", or "unix:@NAME", an abstract-namespace AF_UNIX
+ * socket (Linux; no file, gone with its last descriptor) for a CM on the
+ * same host, which costs less per message than TCP loopback. */
+#define CM_UNIX_PREFIX "unix:@"
+/* NAME: 1..107 characters from [A-Za-z0-9._-] (autobound names are 5 hex
+ * digits). */
+#define CM_UNIX_NAME_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
+/* Longest text form of either kind, with its NUL. */
+#define CM_ADDR_TEXT_MAX (sizeof CM_UNIX_PREFIX + CM_UNIX_NAME_MAX)
+struct cm_addr {
+	socklen_t len;
+	union {
+		struct sockaddr sa;
+		struct sockaddr_in in;
+		struct sockaddr_un un;
+	} u;
+};
+
+/* "HOST:PORT" (as cm_parse_hostport, the port required) or "unix:@NAME".
+ * Returns 0, or -1 with errno = EINVAL and a one-line reason in why. */
+int cm_parse_addr(const char *text, struct cm_addr *out, char *why, size_t whylen);
+/* Text form of addr (as cm_parse_addr reads it) into buf (CM_ADDR_TEXT_MAX
+ * bytes is always enough). */
+void cm_format_any(const struct cm_addr *addr, char *buf, size_t buflen);
+
+/* Listening AF_UNIX stream socket in the abstract namespace, its name
+ * picked by the kernel (autobind: unique, nothing to clean up); *bound
+ * receives it. Anyone on the host can connect: authenticate peers. */
+int cm_unix_listen(struct cm_addr *bound);
+
+/* cm_tcp_connect for either kind of address: the same retries of
+ * ECONNREFUSED (a server still starting) for up to timeout_ms. */
+int cm_connect(const struct cm_addr *addr, int timeout_ms);
+
 /* Milliseconds on the monotonic clock: deadlines and timeouts. */
 long long cm_now_ms(void);
 
-/* TCP_NODELAY on: small frames must not wait for Nagle + delayed ACK. */
+/* TCP_NODELAY on: small frames must not wait for Nagle + delayed ACK.
+ * On an AF_UNIX socket it sets SO_SNDBUF to CM_UNIX_SNDBUF instead (best
+ * effort, capped by net.core.wmem_max) and succeeds. */
+#define CM_UNIX_SNDBUF (4 * 1024 * 1024)
 int cm_set_nodelay(int fd);
 int cm_set_nonblock(int fd, int on);
 int cm_set_cloexec(int fd, int on);

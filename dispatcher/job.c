@@ -516,15 +516,16 @@ int job_run(struct job *job)
 void job_free(struct job *job)
 {
 	repl_close_held(job);
-	for (int i = 0; job->ranks && i < job->nprocs; i++)
+	for (int i = 0; job->ranks && i < job->nprocs; i++) {
 		if (job->ranks[i].listen_fd >= 0)
 			close(job->ranks[i].listen_fd);
+		free(job->ranks[i].cms_env);
+	}
 	for (int i = 0; job->rank_env && job->rank_env[i]; i++)
 		free(job->rank_env[i]);
 	free(job->rank_env);
 	free(job->ranks);
 	free(job->cms);
-	free(job->cms_list);
 	free(job->peers);
 	free(job->control_env);
 	free(job->base_env);

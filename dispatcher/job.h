@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "net.h"
 #include "options.h"
 #include "protocol.h"
 
@@ -34,6 +35,9 @@ struct rank_proc {
 	bool relocate_pending;  /* lost: waiting to see whether its host is dead */
 	enum proc_state state;
 	int wait_status;
+	/* Transport cm: "CHANMEM_CMS=..." of its current incarnation (unix
+	 * addresses of the CMs on its host, TCP for the others), or NULL. */
+	char *cms_env;
 	int listen_fd; /* direct transport: the rank's listening socket, kept
 	                  open here so a restarted incarnation gets the same one */
 	struct sockaddr_in listen_addr;
@@ -72,10 +76,13 @@ struct cm_proc {
 	bool remote; /* through a launcher: address and reports come on its stdout */
 	bool ready;
 	char addr[32]; /* "HOST:PORT" it listens on, once ready */
-	int stdin_wr;  /* remote: write end of its stdin (closing it stops it), or -1 */
-	int ready_fd;  /* read end of the --ready-fd pipe until the address came */
+	/* "unix:@NAME": its abstract unix socket, for ranks on its host; ""
+	 * when it has none (cmserver --no-unix). */
+	char unix_addr[CM_ADDR_TEXT_MAX];
+	int stdin_wr; /* remote: write end of its stdin (closing it stops it), or -1 */
+	int ready_fd; /* read end of the --ready-fd pipe until the address came */
 	ev_io ready_io;
-	char ready_buf[64];
+	char ready_buf[48 + CM_ADDR_TEXT_MAX];
 	size_t ready_len;
 	struct out_source *err;
 	/* --report-fd pipe (detect.c): "lost R I" and "stats BYTES REPLAYED". */
@@ -110,7 +117,6 @@ struct job {
 	struct cm_proc *cms; /* ncms entries (0 for transport direct) */
 	int ncms;
 	int cms_running;
-	char *cms_list;  /* CHANMEM_CMS value, once every CM is ready */
 	char *peers;     /* CHANMEM_PEERS value (transport direct) */
 	char **base_env; /* the user's environment minus the job variables */
 	size_t base_env_len;
@@ -305,8 +311,12 @@ int signal_leftovers(struct job *job, int sig);
 /* Ranks and CMs not reaped yet. */
 int count_running(struct job *job);
 
-/* "h:p,h:p,..." of the CMs (cms) or of the ranks' listening sockets;
+/* "h:p,h:p,..." of the ranks' listening sockets (direct transports);
  * malloc'd, NULL when out of memory. */
-char *join_addresses(struct job *job, bool cms);
+char *join_rank_addresses(struct job *job);
+/* "CHANMEM_CMS=..." for rank process r where it is placed now: each CM on
+ * its host by its unix address (unless --cm-socket tcp or the CM has none),
+ * the others by TCP. malloc'd, NULL when out of memory. */
+char *cms_env_for(struct job *job, const struct rank_proc *r);
 
 #endif

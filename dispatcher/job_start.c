@@ -20,10 +20,10 @@
 static int build_rank_env(struct job *job)
 {
 	const struct cmrun_options *o = job->opts;
-	char *list = o->transport == CMRUN_TRANSPORT_CM ? job->cms_list : job->peers;
-	const char *list_name = o->transport == CMRUN_TRANSPORT_CM     ? CM_ENV_CMS
-	                        : o->transport == CMRUN_TRANSPORT_REPL ? CM_ENV_REPL_PEERS
-	                                                               : CM_ENV_PEERS;
+	/* Transport cm: CHANMEM_CMS depends on where the rank runs, so each
+	 * spawn adds its own (cms_env_for). */
+	const char *list_name =
+	    o->transport == CMRUN_TRANSPORT_REPL ? CM_ENV_REPL_PEERS : CM_ENV_PEERS;
 	int n = 0;
 	job->rank_env = calloc(12, sizeof *job->rank_env);
 	if (job->rank_env == NULL ||
@@ -31,8 +31,10 @@ static int build_rank_env(struct job *job)
 	    asprintf(&job->rank_env[n++], "%s=%s", CM_ENV_SECRET, job->secret) < 0 ||
 	    asprintf(&job->rank_env[n++], "%s=%s", CM_ENV_TRANSPORT,
 	             cmrun_transport_name(o->transport)) < 0 ||
-	    asprintf(&job->rank_env[n++], "%s=%s", list_name, list) < 0 ||
 	    asprintf(&job->rank_env[n++], "%s=%d", CM_ENV_CONTROL_FD, control_rank_fd(job)) < 0)
+		return -1;
+	if (o->transport != CMRUN_TRANSPORT_CM &&
+	    asprintf(&job->rank_env[n++], "%s=%s", list_name, job->peers) < 0)
 		return -1;
 	if (o->transport == CMRUN_TRANSPORT_REPL &&
 	    asprintf(&job->rank_env[n++], "%s=%d", CM_ENV_REPLICAS, o->replicas) < 0)
@@ -55,14 +57,6 @@ static int build_rank_env(struct job *job)
 
 void job_start_ranks(struct job *job)
 {
-	if (job->ncms) {
-		job->cms_list = join_addresses(job, true);
-		if (job->cms_list == NULL) {
-			output_message("error: out of memory");
-			job_stop(job, CMRUN_EXIT_FAILURE);
-			return;
-		}
-	}
 	if (build_rank_env(job) < 0) {
 		output_message("error: out of memory");
 		job_stop(job, CMRUN_EXIT_FAILURE);
@@ -120,20 +114,40 @@ static void on_cm_ready(struct ev_loop *loop, ev_io *w, int revents)
 	job_cm_ready(job, cm, cm->ready_buf);
 }
 
+/* text: "HOST:PORT", then " unix:@NAME" unless the CM runs --no-unix. */
 void job_cm_ready(struct job *job, struct cm_proc *cm, const char *text)
 {
-	struct sockaddr_in addr;
 	if (cm->ready)
 		return;
-	if (cm_parse_hostport(text, -1, &addr) < 0 || addr.sin_port == 0) {
+	char tcp[32] = "", unix_text[CM_ADDR_TEXT_MAX] = "", why[128] = "";
+	size_t tcp_len = strcspn(text, " ");
+	const char *rest = text + tcp_len + (text[tcp_len] == ' ');
+	struct cm_addr tcp_addr, unix_addr;
+	if (tcp_len < sizeof tcp)
+		memcpy(tcp, text, tcp_len);
+	if (tcp_len >= sizeof tcp || cm_parse_addr(tcp, &tcp_addr, why, sizeof why) < 0 ||
+	    tcp_addr.u.sa.sa_family != AF_INET) {
 		output_message("error: cmserver %d reported '%.64s', not a HOST:PORT address",
 		               cm->index, text);
 		job_stop(job, CMRUN_EXIT_FAILURE);
 		return;
 	}
-	cm_format_addr(&addr, cm->addr, sizeof cm->addr);
+	if (*rest && (strlen(rest) >= sizeof unix_text ||
+	              cm_parse_addr(rest, &unix_addr, why, sizeof why) < 0 ||
+	              unix_addr.u.sa.sa_family != AF_UNIX)) {
+		output_message("error: cmserver %d reported '%.64s' after its TCP address, not "
+		               "unix:@NAME",
+		               cm->index, rest);
+		job_stop(job, CMRUN_EXIT_FAILURE);
+		return;
+	}
+	if (*rest)
+		cm_format_any(&unix_addr, unix_text, sizeof unix_text);
+	cm_format_any(&tcp_addr, cm->addr, sizeof cm->addr);
+	snprintf(cm->unix_addr, sizeof cm->unix_addr, "%s", unix_text);
 	cm->ready = true;
-	output_verbose("cmserver %d (pid %d) listening on %s", cm->index, (int)cm->pid, cm->addr);
+	output_verbose("cmserver %d (pid %d) listening on %s%s%s", cm->index, (int)cm->pid,
+	               cm->addr, *unix_text ? " " : "", unix_text);
 }
 
 void job_start_cms(struct job *job)
@@ -178,6 +192,6 @@ int job_open_direct_listeners(struct job *job)
 			return -1;
 		}
 	}
-	job->peers = join_addresses(job, false);
+	job->peers = join_rank_addresses(job);
 	return job->peers ? 0 : -1;
 }

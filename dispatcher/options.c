@@ -37,6 +37,10 @@ static void usage(FILE *out)
 	    "      --timeout T        stop the job after T (e.g. 30s, 500ms, 2m; 0: never);\n"
 	    "                         exit status 124\n"
 	    "      --max-message B    largest message payload the CMs accept (e.g. 64MiB)\n"
+	    "      --cm-socket S      how ranks reach their CMs: auto (default: an abstract\n"
+	    "                         unix socket when rank and CM are on the same host,\n"
+	    "                         cheaper than TCP loopback; TCP otherwise) or tcp\n"
+	    "                         (TCP everywhere)\n"
 	    "\n"
 	    "Fault tolerance (transport cm): a rank killed by a signal is restarted and\n"
 	    "replayed from the channel memory's log; a rank that exits non-zero or calls\n"
@@ -155,6 +159,7 @@ enum {
 	OPT_TAG_OUTPUT,
 	OPT_TIMEOUT,
 	OPT_MAX_MESSAGE,
+	OPT_CM_SOCKET,
 	OPT_MAX_RESTARTS,
 	OPT_KILL_EVERY,
 	OPT_KILL_RANK,
@@ -232,6 +237,7 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	    {"tag-output", no_argument, NULL, OPT_TAG_OUTPUT},
 	    {"timeout", required_argument, NULL, OPT_TIMEOUT},
 	    {"max-message", required_argument, NULL, OPT_MAX_MESSAGE},
+	    {"cm-socket", required_argument, NULL, OPT_CM_SOCKET},
 	    {"max-restarts", required_argument, NULL, OPT_MAX_RESTARTS},
 	    {"kill-every", required_argument, NULL, OPT_KILL_EVERY},
 	    {"kill-rank", required_argument, NULL, OPT_KILL_RANK},
@@ -259,7 +265,8 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	bool have_n = false, have_cms = false, have_mode = false, have_max_message = false;
+	bool have_n = false, have_cms = false, have_mode = false, have_max_message = false,
+	     have_cm_socket = false;
 	long value;
 	uint64_t value_ns;
 	char err[512];
@@ -337,6 +344,12 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 				opts->transport = CMRUN_TRANSPORT_DIRECT;
 			else
 				bad_usage("--transport takes cm or direct, not '%s'", optarg);
+			break;
+		case OPT_CM_SOCKET:
+			if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "tcp") != 0)
+				bad_usage("--cm-socket takes auto or tcp, not '%s'", optarg);
+			opts->cm_socket_tcp = strcmp(optarg, "tcp") == 0;
+			have_cm_socket = true;
 			break;
 		case OPT_TAG_OUTPUT:
 			opts->tag_output = true;
@@ -541,8 +554,10 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	if (opts->kill_replica >= 0 &&
 	    (!have_replicate || opts->kill_at_rank < 0 || opts->kill_replica >= opts->replicas))
 		bad_usage("--kill-replica K goes with --replicate r (K < r) and --kill-at");
-	if (opts->transport != CMRUN_TRANSPORT_CM && (have_cms || have_mode || have_max_message))
-		bad_usage("--cms, --mode and --max-message apply to --transport cm only");
+	if (opts->transport != CMRUN_TRANSPORT_CM &&
+	    (have_cms || have_mode || have_max_message || have_cm_socket))
+		bad_usage("--cms, --mode, --max-message and --cm-socket apply to --transport cm "
+		          "only");
 	if (have_kill_opts && opts->kill_every_ns == 0)
 		bad_usage("--kill-rank, --kill-count, --kill-signal and --seed go with "
 		          "--kill-every");

@@ -52,7 +52,8 @@ struct cmrun_options {
 	uint64_t timeout_ns;            /* --timeout, 0 = none */
 	const char *timeout_text;       /* as the user wrote it, for the timeout message */
 	uint64_t max_message;           /* --max-message, 0 = cmserver's default */
-	int verbosity;                  /* --verbose, repeatable */
+	bool cm_socket_tcp; /* --cm-socket tcp: no unix socket even for a CM on the rank's host */
+	int verbosity;      /* --verbose, repeatable */
 	/* Fault tolerance (transport cm only; see docs/fault-tolerance.md). */
 	int max_restarts;       /* --max-restarts, per rank */
 	uint64_t kill_every_ns; /* --kill-every, 0 = no periodic kills */

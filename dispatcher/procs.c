@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "job.h"
+#include "jobenv.h"
 #include "net.h"
 
 void signal_name(int sig, char *buf, size_t len)
@@ -132,9 +133,9 @@ int count_running(struct job *job)
 	return n;
 }
 
-char *join_addresses(struct job *job, bool cms)
+char *join_rank_addresses(struct job *job)
 {
-	int n = cms ? job->ncms : job->nprocs;
+	int n = job->nprocs;
 	size_t cap = (size_t)n * 24 + 1;
 	char *list = malloc(cap);
 	if (list == NULL)
@@ -143,11 +144,31 @@ char *join_addresses(struct job *job, bool cms)
 	list[0] = '\0';
 	for (int i = 0; i < n; i++) {
 		char one[32];
-		if (cms)
-			snprintf(one, sizeof one, "%s", job->cms[i].addr);
-		else
-			cm_format_addr(&job->ranks[i].listen_addr, one, sizeof one);
+		cm_format_addr(&job->ranks[i].listen_addr, one, sizeof one);
 		len += (size_t)snprintf(list + len, cap - len, "%s%s", i ? "," : "", one);
 	}
 	return list;
+}
+
+/* Same host: the same host entry, or both children of cmrun on this
+ * machine (local launch, where host names are labels). */
+static bool same_host(const struct rank_proc *r, const struct cm_proc *cm)
+{
+	return r->host_index == cm->host_index || (!r->remote && !cm->remote);
+}
+
+char *cms_env_for(struct job *job, const struct rank_proc *r)
+{
+	size_t cap = strlen(CM_ENV_CMS) + 2 + (size_t)job->ncms * CM_ADDR_TEXT_MAX;
+	char *env = malloc(cap);
+	if (env == NULL)
+		return NULL;
+	size_t len = (size_t)snprintf(env, cap, "%s=", CM_ENV_CMS);
+	for (int i = 0; i < job->ncms; i++) {
+		const struct cm_proc *cm = &job->cms[i];
+		bool local = !job->opts->cm_socket_tcp && cm->unix_addr[0] && same_host(r, cm);
+		len += (size_t)snprintf(env + len, cap - len, "%s%s", i ? "," : "",
+		                        local ? cm->unix_addr : cm->addr);
+	}
+	return env;
 }

@@ -346,14 +346,28 @@ int spawn_rank(struct job *job, struct rank_proc *r)
 		snprintf(incarnation_var, sizeof incarnation_var, "%s=%u", CM_ENV_INCARNATION,
 		         r->incarnation);
 	snprintf(fd_var, sizeof fd_var, "%s=%d", CM_ENV_LISTEN_FD, r->listen_fd);
+	if (job->ncms) {
+		/* Where it runs now decides which CMs it reaches by unix socket. */
+		free(r->cms_env);
+		if ((r->cms_env = cms_env_for(job, r)) == NULL) {
+			output_message("error: rank %d: out of memory", r->rank);
+			close_pair(out);
+			close_pair(err);
+			return -1;
+		}
+	}
 	pid_t pid;
 	if (r->remote) {
 		pid = spawn_rank_remote(job, r, rank_var, incarnation_var, out[1], err[1], why,
 		                        sizeof why);
 		goto spawned;
 	}
+	/* The last slot: CHANMEM_CMS (transport cm) or the listening socket
+	 * (direct transports); never both. */
 	char **env = spawn_build_env(job, job->rank_env, rank_var, incarnation_var,
-	                             r->listen_fd >= 0 ? fd_var : NULL);
+	                             r->cms_env          ? r->cms_env
+	                             : r->listen_fd >= 0 ? fd_var
+	                                                 : NULL);
 	if (env == NULL) {
 		output_message("error: rank %d: out of memory", r->rank);
 		close_pair(out);

@@ -107,6 +107,8 @@ static char **remote_rank_env(struct job *job, struct rank_proc *r, const char *
 	env[k++] = (char *)rank_var;
 	env[k++] = (char *)incarnation_var;
 	env[k++] = job->control_env;
+	if (r->cms_env)
+		env[k++] = r->cms_env;
 	if (job->opts->transport != CMRUN_TRANSPORT_CM) {
 		char addr[32], *listen = NULL;
 		cm_format_addr(&r->listen_addr, addr, sizeof addr);

@@ -6,7 +6,8 @@
 need_cmserver
 command -v bash >/dev/null || skip "bash (for /dev/tcp) not installed"
 
-# Each rank opens a TCP connection to every CM and says which it reached.
+# Each rank opens a TCP connection to every CM and says which it reached
+# (--cm-socket tcp: by default ranks get the CMs' unix addresses, cm_unix.sh).
 CONNECT='
 for addr in $(echo "$CHANMEM_CMS" | tr , " "); do
 	if exec 3<>"/dev/tcp/${addr%:*}/${addr#*:}"; then
@@ -17,7 +18,7 @@ done'
 
 for k in 1 3; do
 	note "$k cmserver(s), 4 ranks connect to each"
-	run_cmrun -n 4 --cms "$k" -v bash -c "
+	run_cmrun -n 4 --cms "$k" --cm-socket tcp -v bash -c "
 		[ \$CHANMEM_RANK = 0 ] && sh '$HELPERS/record_cms.sh' '$T/pids.cms' \$PPID
 		$CONNECT"
 	expect_status 0 "connect to $k CMs"

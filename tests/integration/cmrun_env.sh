@@ -56,7 +56,8 @@ run_cmrun -n 4 --cms 3 --tag-output sh "$HELPERS/show_env.sh"
 expect_status 0 "cm env"
 check_common 4 cm
 cms=$(value 0 CHANMEM_CMS)
-[ "$(echo "$cms" | tr ',' '\n' | grep -c '^127\.0\.0\.1:[0-9]\{1,5\}$')" = 3 ] || fail "CHANMEM_CMS='$cms'"
+# CMs on the ranks' host: their abstract unix sockets (cm_unix.sh).
+[ "$(echo "$cms" | tr ',' '\n' | grep -c '^unix:@[0-9a-f]\{5\}$')" = 3 ] || fail "CHANMEM_CMS='$cms'"
 [ "$(echo "$cms" | tr ',' '\n' | sort -u | wc -l)" = 3 ] || fail "CHANMEM_CMS has duplicates"
 r=0
 while [ "$r" -lt 4 ]; do

@@ -21,12 +21,14 @@
 #include <mpi.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,17 +47,28 @@ static void sleep_ms(int ms)
 		;
 }
 
-/* Is fd a TCP connection to one of the CMs (CHANMEM_CMS "h:p,h:p")? */
+/* Is fd a connection to one of the CMs (CHANMEM_CMS "h:p,unix:@NAME,...":
+ * TCP, or the abstract unix socket of a CM on this host)? */
 static int is_cm_socket(int fd, const char *cms)
 {
 	struct stat st;
-	struct sockaddr_in peer;
+	union {
+		struct sockaddr_in in;
+		struct sockaddr_un un;
+	} peer;
 	socklen_t len = sizeof peer;
 	if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode) ||
-	    getpeername(fd, (struct sockaddr *)&peer, &len) < 0 || peer.sin_family != AF_INET)
+	    getpeername(fd, (struct sockaddr *)&peer, &len) < 0)
 		return 0;
-	char want[32];
-	snprintf(want, sizeof want, ":%u", (unsigned)ntohs(peer.sin_port));
+	char want[sizeof peer.un.sun_path + 8];
+	size_t name_off = offsetof(struct sockaddr_un, sun_path) + 1; /* after the 0 */
+	if (peer.in.sin_family == AF_UNIX && len > name_off)
+		snprintf(want, sizeof want, "unix:@%.*s", (int)(len - name_off),
+		         peer.un.sun_path + 1);
+	else if (peer.in.sin_family == AF_INET)
+		snprintf(want, sizeof want, ":%u", (unsigned)ntohs(peer.in.sin_port));
+	else
+		return 0;
 	for (const char *p = strstr(cms, want); p; p = strstr(p + 1, want)) {
 		char c = p[strlen(want)];
 		if (c == '\0' || c == ',')

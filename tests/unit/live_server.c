@@ -129,11 +129,15 @@ void start_server(void)
 	server_pid = spawn_server(SECRET, extra, ready, sizeof ready, &server_stdout);
 	ck_assert_msg(strchr(ready, '\n') != NULL, "no ready line from cmserver");
 	*strchr(ready, '\n') = '\0';
+	/* stdout says the same: TCP address, then the abstract unix socket. */
+	char want[160];
+	snprintf(want, sizeof want, "cmserver: listening on %s\n", ready);
+	ck_assert_msg(strstr(ready, " unix:@") != NULL, "no unix address in '%s'", ready);
+	ready[strcspn(ready, " ")] = '\0';
 	ck_assert_int_eq(cm_parse_hostport(ready, 0, &server_addr), 0);
 	ck_assert(strncmp(ready, "127.0.0.1:", 10) == 0);
 
-	/* stdout says the same. */
-	char line[128] = "";
+	char line[160] = "";
 	size_t got = 0;
 	long long deadline = now_ms() + IO_MS;
 	while (!memchr(line, '\n', got) && got + 1 < sizeof line && now_ms() < deadline) {
@@ -146,8 +150,6 @@ void start_server(void)
 		got += (size_t)r;
 		line[got] = '\0';
 	}
-	char want[160];
-	snprintf(want, sizeof want, "cmserver: listening on %s\n", ready);
 	ck_assert_str_eq(line, want);
 }
 

@@ -68,6 +68,7 @@ static void start_with(const char *cut)
 	server_pid = spawn_server(SECRET, extra, ready, sizeof ready, NULL);
 	ck_assert_msg(strchr(ready, '\n') != NULL, "no ready line from cmserver");
 	*strchr(ready, '\n') = '\0';
+	ready[strcspn(ready, " ")] = '\0'; /* TCP first, then " unix:@NAME" */
 	ck_assert_int_eq(cm_parse_hostport(ready, 0, &server_addr), 0);
 }
 

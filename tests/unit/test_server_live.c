@@ -127,6 +127,7 @@ START_TEST(test_secret_file)
 	unlink(path);
 	ck_assert_msg(strchr(ready, '\n') != NULL, "no ready line");
 	*strchr(ready, '\n') = '\0';
+	ready[strcspn(ready, " ")] = '\0'; /* TCP first, then " unix:@NAME" */
 	ck_assert_int_eq(cm_parse_hostport(ready, 0, &server_addr), 0);
 	int a = dial();
 	send_hello(a, 0, 1, 0, SECRET);

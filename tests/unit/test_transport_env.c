@@ -147,6 +147,21 @@ START_TEST(cm_job_explicit_home_incarnation)
 }
 END_TEST
 
+/* A CM on the rank's host may be given by its abstract unix socket. */
+START_TEST(cm_job_unix_address)
+{
+	cm_env();
+	setenv(CM_ENV_CMS, "unix:@0a1f3,127.0.0.1:4001", 1);
+	struct cm_job job;
+	char name[16] = "";
+	ck_assert_int_eq(cm_job_from_env(&job, name, sizeof name), 0);
+	ck_assert_int_eq(job.ncms, 2);
+	ck_assert_str_eq(job.cms[0], "unix:@0a1f3");
+	ck_assert_str_eq(job.cms[1], "127.0.0.1:4001");
+	cm_job_free(&job);
+}
+END_TEST
+
 START_TEST(transport_defaults_to_cm)
 {
 	cm_env();
@@ -231,6 +246,14 @@ static const struct bad_case cm_bad[] = {
     {CM_ENV_CMS, "127.0.0.1:4000,,127.0.0.1:4001", CM_ENV_CMS},
     {CM_ENV_CMS, "127.0.0.1:4000,", CM_ENV_CMS},
     {CM_ENV_CMS, ":4000", CM_ENV_CMS},
+    {CM_ENV_CMS, "unix:/tmp/cm.sock,127.0.0.1:4001", CM_ENV_CMS}, /* abstract only */
+    {CM_ENV_CMS, "unix:@,127.0.0.1:4001", CM_ENV_CMS},
+    {CM_ENV_CMS, "unix:@a b,127.0.0.1:4001", CM_ENV_CMS},
+    {CM_ENV_CMS,
+     "unix:@"
+     "0123456789012345678901234567890123456789012345678901234567890123456789"
+     "0123456789012345678901234567890123456789",
+     CM_ENV_CMS}, /* 110 characters: longer than sun_path */
     {CM_ENV_HOME, "0,1,0", CM_ENV_HOME},
     {CM_ENV_HOME, "0,1,0,1,0", CM_ENV_HOME},
     {CM_ENV_HOME, "0,1,2,0", CM_ENV_HOME},
@@ -268,6 +291,7 @@ static const struct bad_case direct_bad[] = {
     {CM_ENV_LISTEN_FD, "0", CM_ENV_LISTEN_FD},      /* open, not a listening socket */
     {CM_ENV_HOME, "0,0,0", CM_ENV_HOME},            /* HOME without CMS */
     {CM_ENV_CMS, "bad", CM_ENV_CMS},                /* present: validated even for direct */
+    {CM_ENV_PEERS, "127.0.0.1:5000,unix:@1a2b3,127.0.0.1:5002", CM_ENV_PEERS}, /* TCP only */
 };
 
 START_TEST(direct_bad_values)
@@ -323,6 +347,7 @@ static Suite *env_suite(void)
 	TCase *tc = tcase_create("env");
 	tcase_add_test(tc, singleton_without_rank);
 	tcase_add_test(tc, cm_job_default_home);
+	tcase_add_test(tc, cm_job_unix_address);
 	tcase_add_test(tc, cm_job_explicit_home_incarnation);
 	tcase_add_test(tc, transport_defaults_to_cm);
 	tcase_add_test(tc, direct_job);

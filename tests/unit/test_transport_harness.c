@@ -295,6 +295,7 @@ pid_t cmserver_start(char *addr, size_t addrlen)
 		return -1;
 	}
 	*nl = '\0';
+	addr[strcspn(addr, " ")] = '\0'; /* its TCP address; " unix:@NAME" follows */
 	return pid;
 }
 
