@@ -16,7 +16,11 @@
 # `exec /usr/bin/ssh -F CONFIG "$@"` (same pid, cmrun's argv untouched, logged to check it).
 # sshd insists on its privilege separation directory /run/sshd; rather than creating it on
 # the machine, each sshd runs in a private mount namespace with a small tmpfs on /run
-# (the remote sessions inherit it: nothing of chanmem's uses /run).
+# (the remote sessions inherit it: nothing of chanmem's uses /run). In that namespace the
+# login user's ~/.bashrc, which bash reads for every ssh command, is covered by /dev/null:
+# an emulated host starts sessions with a clean shell (seen: a pyenv init in it racing with
+# itself across parallel sessions and printing errors into the ranks' stderr). The file
+# itself is not touched.
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/netns_lib.sh"
 
@@ -103,6 +107,8 @@ sshd_start() {
 	# shellcheck disable=SC2016
 	ip netns exec "$(cluster_host "$k")" unshare --mount --propagation private /bin/sh -c \
 		'mount -t tmpfs -o mode=0755,size=64k chanmem-sshd /run && mkdir -m 0755 /run/sshd &&
+		rc=$(getent passwd "$(id -u)" | cut -d: -f6)/.bashrc &&
+		{ [ ! -f "$rc" ] || mount --bind /dev/null "$rc"; } &&
 		exec "$@"' sh "$SSHD" -f "$ssh_dir/sshd_config" -D -e -o "ListenAddress=$addr" \
 		-o "PidFile=$ssh_dir/sshd-$k.pid" </dev/null >/dev/null 2>>"$ssh_dir/sshd-$k.log" &
 	sshd_pids[k]=$!
