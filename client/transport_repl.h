@@ -1,6 +1,8 @@
 /* Internals of the replication transport shared by transport_repl.c
- * (connections, master election, sends, commits) and
- * transport_repl_match.c (in-order acceptance and MPI matching). */
+ * (connections, frames, liveness, life cycle), transport_repl_wait.c
+ * (progress: how a replica waits), transport_repl_send.c (sends, batches,
+ * commits, events) and transport_repl_match.c (in-order acceptance and
+ * MPI matching). */
 #ifndef CHANMEM_TRANSPORT_REPL_H
 #define CHANMEM_TRANSPORT_REPL_H
 
@@ -140,10 +142,23 @@ struct repl_event {
 	uint8_t value[CM_EVENT_PAYLOAD_MAX];
 };
 
+/* transport_repl.c */
 int repl_master_of(const struct repl *s, int rank);
 int repl_is_master(const struct repl *s);
 struct cm_conn *repl_link_to(struct repl *s, int p);
 void repl_sync_ack(struct repl *s, const struct rmsg *u);
+/* Accepts every process connecting to us (owner: the struct repl). */
+void repl_accept_all(void *owner);
+/* Frees the connections that ended, marks their far ends dead (after
+ * reading what each wrote elsewhere) and re-checks who is master. */
+void repl_reap(struct repl *s);
+
+/* transport_repl_wait.c */
+/* The transport's progress hook. */
+int repl_progress(struct cm_transport *t, int timeout_ms);
+/* A connection from a peer, just introduced: read it as the others (lazily
+ * while we read lazily; a master's sleep in recvmsg() on it bounded). */
+void repl_prepare_reads(struct repl *s, struct cm_conn *c);
 
 /* A master's batch (writes to the destinations' non-master replicas and
  * commits) goes out at the latest after this many messages or bytes, or

@@ -88,7 +88,7 @@ if [ "${CHANMEM_SKIP_TSAN:-0}" != 1 ]; then
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66" \
 		MODES_ONLY="thread-per-client multiplexer specialized" MODES_THREADS="1 4" \
 		run_suite tsan "$top/build-tsan" "--enable-werror --enable-sanitizers=thread" \
-		"unit/test_core unit/test_core_match unit/test_core_stream unit/test_core_ft unit/test_core_cut integration/coalesce.sh integration/modes_cut.sh integration/modes_live.sh integration/modes_stress.sh integration/modes_pt2pt.sh integration/ft_modes.sh integration/ft_spill.sh"
+		"unit/test_core unit/test_core_match unit/test_core_stream unit/test_core_ft unit/test_core_ft_log unit/test_core_cut integration/coalesce.sh integration/modes_cut.sh integration/modes_live.sh integration/modes_stress.sh integration/modes_pt2pt.sh integration/ft_modes.sh integration/ft_spill.sh"
 fi
 
 echo "$total_pass passed, $total_fail failed"

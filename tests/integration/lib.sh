@@ -294,3 +294,26 @@ itest_finish() {
 	itest_log "$itest_passes passed, $itest_failures failed"
 	[ "$itest_failures" -eq 0 ]
 }
+
+# itest_each_mode THREADS COMMAND [ARGS...]: runs COMMAND once for every cmserver mode
+# and thread count, after a line "=== mode M, threads N", with CHANMEM_TEST_MODE=M and
+# CHANMEM_CM_THREADS=N in its environment. The modes that take --threads (multiplexer,
+# specialized) run with each count of THREADS ("1 2 4"), the others with 1.
+# MODES_ONLY="a b" limits the modes, MODES_THREADS="1 4" replaces THREADS (the
+# sanitizer runs of scripts/test.sh set both). Returns 1 if any run failed.
+itest_each_mode() {
+	local default_threads=$1
+	shift
+	local mode threads counts status=0
+	for mode in ${MODES_ONLY:-mono thread-per-client multiplexer specialized}; do
+		case $mode in
+		multiplexer | specialized) counts=${MODES_THREADS:-$default_threads} ;;
+		*) counts=1 ;;
+		esac
+		for threads in $counts; do
+			echo "=== mode $mode, threads $threads"
+			CHANMEM_TEST_MODE=$mode CHANMEM_CM_THREADS=$threads "$@" || status=1
+		done
+	done
+	return $status
+}
