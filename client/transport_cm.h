@@ -32,6 +32,7 @@ struct cm_replayed_event {
 struct cmt_coalesce {
 	int ready;
 	long long window_ns; /* 0: every message is written at once */
+	long long prompt_ns; /* a flush later than this pauses queuing */
 	/* Held by the MPI thread inside every transport call; the flusher only
 	 * tries it. Everything below but the wake-up fields is under it. */
 	pthread_mutex_t lock;
@@ -41,7 +42,9 @@ struct cmt_coalesce {
 	unsigned deferred_frames;
 	long long deferred_since; /* CLOCK_MONOTONIC ns of the oldest */
 	unsigned backoff;         /* sends that go out at once after a late flush */
+	unsigned pause;           /* the next late flush sets backoff to this */
 	uint64_t deferrals, deferrals_seen, timer_flushes;
+	uint64_t late; /* flushes later than prompt_ns: queuing paused */
 	int stats_said;
 	/* the flusher thread, started at the first deferral */
 	pthread_t thread;
