@@ -375,7 +375,7 @@ int main(int argc, char **argv)
 		/* Every mode: a log-writer thread keeps the disk off the thread that
 		 * forwards (in mono a synchronous 8 MiB LMDB write held up the next
 		 * cut-through DELIVER by ~15 ms on 1 Gbit/s links). */
-		spill = cm_spill_store_open(spill_dir, true);
+		spill = cm_spill_store_open(spill_dir);
 		if (spill == NULL && spill_dir) {
 			close_listeners(&ls);
 			cm_monitor_free(opts.monitor);

@@ -240,7 +240,7 @@ const struct cm_spill_ops cm_spill_lmdb = {.put = spill_put, .get = spill_get, .
 const struct cm_spill_ops cm_spill_lmdb_async = {
     .put = spill_put, .put_buf = spill_put_buf, .get = spill_get_async, .del = spill_del_async};
 
-struct cm_spill_store *cm_spill_store_open(const char *dir, bool log_writer)
+struct cm_spill_store *cm_spill_store_open(const char *dir)
 {
 	struct cm_spill_store *st = calloc(1, sizeof *st);
 	if (st == NULL) {
@@ -295,18 +295,15 @@ struct cm_spill_store *cm_spill_store_open(const char *dir, bool log_writer)
 		cm_spill_store_close(st);
 		return NULL;
 	}
-	if (log_writer) {
-		pthread_mutex_init(&st->mu, NULL);
-		pthread_cond_init(&st->cond, NULL);
-		int err = pthread_create(&st->writer, NULL, writer_main, st);
-		if (err) {
-			cm_err("spill store: no log-writer thread (%s): writing in place",
-			       strerror(err));
-			pthread_mutex_destroy(&st->mu);
-			pthread_cond_destroy(&st->cond);
-		} else {
-			st->async = true;
-		}
+	pthread_mutex_init(&st->mu, NULL);
+	pthread_cond_init(&st->cond, NULL);
+	int err = pthread_create(&st->writer, NULL, writer_main, st);
+	if (err) {
+		cm_err("spill store: no log-writer thread (%s): writing in place", strerror(err));
+		pthread_mutex_destroy(&st->mu);
+		pthread_cond_destroy(&st->cond);
+	} else {
+		st->async = true;
 	}
 	return st;
 }
