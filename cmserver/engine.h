@@ -41,6 +41,9 @@ struct cm_listeners {
 };
 
 typedef int (*cm_engine_fn)(const struct cm_server_opts *opts, const struct cm_listeners *ls);
+/* Closes every listening socket of ls; returns status (an engine's way
+ * out). */
+int cm_listeners_close(const struct cm_listeners *ls, int status);
 
 struct cm_engine {
 	const char *name;

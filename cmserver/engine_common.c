@@ -218,8 +218,7 @@ out:
 			cm_core_log_summary(e->core);
 		cm_core_free(e->core);
 	}
-	for (unsigned k = 0; k < ls->n; k++)
-		close(ls->fds[k]);
+	cm_listeners_close(ls, 0);
 	free(e->readers);
 	pthread_mutex_destroy(&e->reg_mu);
 	eng_locks_destroy(&e->locks);

@@ -3,11 +3,19 @@
 
 #include <errno.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "core.h"
 #include "engine.h"
 
 #define WRITE_IOV 64 /* iovecs per sendmsg: up to 32 frames */
+
+int cm_listeners_close(const struct cm_listeners *ls, int status)
+{
+	for (unsigned k = 0; k < ls->n; k++)
+		close(ls->fds[k]);
+	return status;
+}
 
 enum eng_send_result eng_send_output(struct cm_session *s, int fd, int *err)
 {

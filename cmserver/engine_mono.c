@@ -247,14 +247,6 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 	ev_break(loop, EVBREAK_ALL);
 }
 
-/* Closes the listeners on every way out. */
-static int close_listeners(const struct cm_listeners *ls, int status)
-{
-	for (unsigned k = 0; k < ls->n; k++)
-		close(ls->fds[k]);
-	return status;
-}
-
 int cm_engine_mono(const struct cm_server_opts *opts, const struct cm_listeners *ls)
 {
 	struct mono m = {.nlisteners = ls->n};
@@ -273,12 +265,12 @@ int cm_engine_mono(const struct cm_server_opts *opts, const struct cm_listeners 
 	m.loop = ev_default_loop(EVFLAG_AUTO);
 	if (m.loop == NULL) {
 		cm_err("cannot start the event loop (libev)");
-		return close_listeners(ls, 1);
+		return cm_listeners_close(ls, 1);
 	}
 	m.core = cm_core_new(&cfg);
 	if (m.core == NULL) {
 		cm_err("out of memory");
-		return close_listeners(ls, 1);
+		return cm_listeners_close(ls, 1);
 	}
 	if (opts->monitor)
 		cm_monitor_attach(opts->monitor, m.core);
@@ -288,7 +280,7 @@ int cm_engine_mono(const struct cm_server_opts *opts, const struct cm_listeners 
 			if (opts->monitor)
 				cm_monitor_detach(opts->monitor);
 			cm_core_free(m.core);
-			return close_listeners(ls, 1);
+			return cm_listeners_close(ls, 1);
 		}
 	for (unsigned k = 0; k < ls->n; k++) {
 		ev_io_init(&m.accept_w[k], on_accept, ls->fds[k], EV_READ);
@@ -326,5 +318,5 @@ int cm_engine_mono(const struct cm_server_opts *opts, const struct cm_listeners 
 	ev_signal_stop(m.loop, &m.sigterm);
 	ev_signal_stop(m.loop, &m.sigint);
 	cm_core_free(m.core);
-	return close_listeners(ls, 0);
+	return cm_listeners_close(ls, 0);
 }

@@ -151,13 +151,6 @@ static uint64_t parse_size_opt(const char *opt, const char *text, uint64_t min, 
 	return v;
 }
 
-static void close_listeners(struct cm_listeners *ls)
-{
-	for (unsigned k = 0; k < ls->n; k++)
-		close(ls->fds[k]);
-	ls->n = 0;
-}
-
 /* The TCP listener at addr and, unless no_unix, the abstract unix one;
  * where gets "HOST:PORT[ unix:@NAME]", TCP first so that readers that only
  * know TCP take the first word. */
@@ -178,7 +171,7 @@ static int open_listeners(const struct sockaddr_in *addr, const char *listen_tex
 	if ((fd = cm_unix_listen(&unix_bound)) < 0) {
 		cm_err("cannot listen on an abstract unix socket: %s (--no-unix: TCP only)",
 		       strerror(errno));
-		close_listeners(ls);
+		cm_listeners_close(ls, 0);
 		return -1;
 	}
 	ls->fds[ls->n++] = fd;
@@ -360,14 +353,14 @@ int main(int argc, char **argv)
 		int n = snprintf(line, sizeof line, "%s\n", where);
 		if (cm_write_full((int)ready_fd, line, (size_t)n) < 0) {
 			cm_err("--ready-fd %ld: %s", ready_fd, strerror(errno));
-			close_listeners(&ls);
+			cm_listeners_close(&ls, 0);
 			return 1;
 		}
 		close((int)ready_fd);
 	}
 	if (report_fd >= 0 && (opts.monitor = cm_monitor_new((int)report_fd)) == NULL) {
 		cm_err("out of memory");
-		close_listeners(&ls);
+		cm_listeners_close(&ls, 0);
 		return 1;
 	}
 	struct cm_spill_store *spill = NULL;
@@ -377,7 +370,7 @@ int main(int argc, char **argv)
 		 * cut-through DELIVER by ~15 ms on 1 Gbit/s links). */
 		spill = cm_spill_store_open(spill_dir);
 		if (spill == NULL && spill_dir) {
-			close_listeners(&ls);
+			cm_listeners_close(&ls, 0);
 			cm_monitor_free(opts.monitor);
 			return 1;
 		}
