@@ -108,7 +108,7 @@ static void *conn_thread(void *arg)
 
 static void start_connection(struct ckpt_server *srv, int fd)
 {
-	cm_set_nodelay(fd);
+	cm_tune_socket(fd);
 	cm_set_cloexec(fd, 1);
 	struct timeval tv = {.tv_sec = CKPT_IO_TIMEOUT_MS / 1000};
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);

@@ -56,7 +56,7 @@ struct cm_conn *cm_conn_new(int fd, enum cm_conn_state state, int self, const ch
 		free(c);
 		return NULL;
 	}
-	cm_set_nodelay(fd);
+	cm_tune_socket(fd);
 	cm_set_cloexec(fd, 1);
 	c->fd = fd;
 	c->state = state;

@@ -62,7 +62,7 @@ static void on_accept(struct ev_loop *loop, ev_io *aw, int revents)
 			ev_timer_start(loop, &e->accept_pause);
 			return;
 		}
-		cm_set_nodelay(fd);
+		cm_tune_socket(fd);
 		struct conn *c = calloc(1, sizeof *c);
 		int wfd = e->topo.sender_thread ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : fd;
 		struct worker *rd = c && wfd >= 0 ? pick_reader(e) : NULL;

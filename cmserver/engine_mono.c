@@ -208,7 +208,7 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 			ev_timer_start(loop, &m->accept_pause);
 			return;
 		}
-		cm_set_nodelay(fd);
+		cm_tune_socket(fd);
 		struct conn *c = calloc(1, sizeof *c);
 		struct cm_session *s = c ? cm_session_new(m->core, c) : NULL;
 		if (s == NULL) {

@@ -53,7 +53,7 @@ void cm_format_addr(const struct sockaddr_in *addr, char *buf, size_t buflen)
 	snprintf(buf, buflen, "%s:%u", ip, (unsigned)ntohs(addr->sin_port));
 }
 
-int cm_set_nodelay(int fd)
+int cm_tune_socket(int fd)
 {
 	int one = 1;
 	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0)
@@ -129,7 +129,7 @@ static int connect_retrying(const struct sockaddr *sa, socklen_t len, int timeou
 		if (fd < 0)
 			return -1;
 		if (connect(fd, sa, len) == 0) {
-			cm_set_nodelay(fd);
+			cm_tune_socket(fd);
 			return fd;
 		}
 		int saved = errno;

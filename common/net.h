@@ -61,11 +61,11 @@ int cm_connect(const struct cm_addr *addr, int timeout_ms);
 /* Milliseconds on the monotonic clock: deadlines and timeouts. */
 long long cm_now_ms(void);
 
-/* TCP_NODELAY on: small frames must not wait for Nagle + delayed ACK.
- * On an AF_UNIX socket it sets SO_SNDBUF to CM_UNIX_SNDBUF instead (best
- * effort, capped by net.core.wmem_max) and succeeds. */
+/* A connected stream socket tuned for frames: on TCP, TCP_NODELAY (small
+ * frames must not wait for Nagle + delayed ACK); on AF_UNIX, SO_SNDBUF of
+ * CM_UNIX_SNDBUF (best effort, capped by net.core.wmem_max). */
 #define CM_UNIX_SNDBUF (4 * 1024 * 1024)
-int cm_set_nodelay(int fd);
+int cm_tune_socket(int fd);
 int cm_set_nonblock(int fd, int on);
 int cm_set_cloexec(int fd, int on);
 
