@@ -89,6 +89,15 @@ int cm_set_cloexec(int fd, int on)
 	return fcntl(fd, F_SETFD, fl);
 }
 
+/* Closes a socket that failed to set up; -1 with the failure's errno. */
+static int close_failed(int fd)
+{
+	int saved = errno;
+	close(fd);
+	errno = saved;
+	return -1;
+}
+
 int cm_tcp_listen(const struct sockaddr_in *addr, struct sockaddr_in *bound)
 {
 	int one = 1;
@@ -104,11 +113,8 @@ int cm_tcp_listen(const struct sockaddr_in *addr, struct sockaddr_in *bound)
 			goto fail;
 	}
 	return fd;
-fail:;
-	int saved = errno;
-	close(fd);
-	errno = saved;
-	return -1;
+fail:
+	return close_failed(fd);
 }
 
 long long cm_now_ms(void)
@@ -237,11 +243,8 @@ int cm_unix_listen(struct cm_addr *bound)
 		goto fail;
 	}
 	return fd;
-fail:;
-	int saved = errno;
-	close(fd);
-	errno = saved;
-	return -1;
+fail:
+	return close_failed(fd);
 }
 
 int cm_write_full(int fd, const void *buf, size_t len)
