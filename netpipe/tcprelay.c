@@ -6,19 +6,16 @@
  * Listens on 127.0.0.1:PORT; for each accepted connection (up to N, default
  * 1) it connects to 127.0.0.1:TARGET and forwards bytes both ways: one
  * epoll loop, read() then write() of what was read, TCP_NODELAY on every
- * socket, no logging. An end of stream is passed on (shutdown of the other
- * side's write half) once the bytes before it are written. It exits once N
+ * socket (chanmem's common/net.c sets the sockets up), no logging. An end of stream is passed on
+ * (shutdown of the other side's write half) once the bytes before it are written. It exits once N
  * connections were accepted and all have closed both ways (status 0), or
  * after SECONDS (default 300; status 1), or when it cannot set up a
  * connection (status 1). A reset by either side ends that pair quietly. */
 #include <config.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
-#include <limits.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +23,9 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "net.h"
+#include "units.h"
 
 /* Bytes read from one side before they are written to the other. */
 #define FLOW_BUF (128u * 1024u)
@@ -59,7 +59,6 @@ struct pair {
 static int epfd = -1;
 static int open_pairs;
 static struct pair *closed_pairs; /* later events of a batch may still name them */
-static int timeout_s;
 
 static void on_alarm(int sig)
 {
@@ -78,21 +77,14 @@ static void usage(FILE *to)
 	            "have closed, or after SECONDS (default 300).\n");
 }
 
-/* A whole decimal number in [min, max], else -1. */
-static long parse_number(const char *text, long min, long max)
+/* --opt's value, a whole number in [min, max]; else says so and returns -1. */
+static int number_option(const char *opt, const char *text, long min, long max, const char *wanted,
+                         long *out)
 {
-	char *stop;
-	errno = 0;
-	long v = strtol(text, &stop, 10);
-	if (errno != 0 || stop == text || *stop != '\0' || v < min || v > max)
-		return -1;
-	return v;
-}
-
-static void set_nodelay(int fd)
-{
-	int one = 1;
-	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	if (cm_parse_long(text, min, max, out) == 0)
+		return 0;
+	fprintf(stderr, "tcprelay: %s wants %s, not '%s'\n", opt, wanted, text);
+	return -1;
 }
 
 static struct sockaddr_in loopback(int port)
@@ -104,16 +96,10 @@ static struct sockaddr_in loopback(int port)
 
 static int listen_on(int port)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	int one = 1;
 	struct sockaddr_in a = loopback(port);
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-	    bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 16) < 0) {
-		int e = errno;
+	int fd = cm_tcp_listen(&a, NULL);
+	if (fd >= 0 && cm_set_nonblock(fd, 1) < 0) {
 		close(fd);
-		errno = e;
 		return -1;
 	}
 	return fd;
@@ -209,23 +195,6 @@ static void service(struct end *e, unsigned events)
 	}
 }
 
-static int connect_target(int port)
-{
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	struct sockaddr_in a = loopback(port);
-	while (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
-		if (errno == EINTR)
-			continue;
-		int e = errno;
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	return fd;
-}
-
 /* Accepts the pending connections (up to *left more) and connects each to
  * the target. -1: a connection could not be set up. */
 static int accept_all(int listen_fd, int target, int *left)
@@ -241,7 +210,8 @@ static int accept_all(int listen_fd, int target, int *left)
 			return -1;
 		}
 		(*left)--;
-		int server = connect_target(target);
+		struct sockaddr_in to = loopback(target);
+		int server = cm_tcp_connect(&to, 0); /* one try; TCP_NODELAY on */
 		struct pair *p = server < 0 ? NULL : malloc(sizeof *p);
 		if (p == NULL) {
 			fprintf(stderr, "tcprelay: cannot relay to 127.0.0.1:%d: %s\n", target,
@@ -252,9 +222,8 @@ static int accept_all(int listen_fd, int target, int *left)
 			return -1;
 		}
 		/* Non-blocking only once connected: connect() above waits. */
-		(void)fcntl(server, F_SETFL, fcntl(server, F_GETFL) | O_NONBLOCK);
-		set_nodelay(client);
-		set_nodelay(server);
+		(void)cm_set_nonblock(server, 1);
+		(void)cm_tune_socket(client);
 		memset(p, 0, sizeof *p);
 		int fds[2] = {client, server};
 		for (int i = 0; i < 2; i++) {
@@ -272,45 +241,29 @@ int main(int argc, char **argv)
 	    {"listen", required_argument, NULL, 'l'}, {"target", required_argument, NULL, 't'},
 	    {"count", required_argument, NULL, 'n'},  {"timeout", required_argument, NULL, 'T'},
 	    {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
-	long port = -1, target = -1, count = 1;
-	timeout_s = 300;
+	long port = -1, target = -1, count = 1, timeout = 300;
 	int opt;
 	while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
 		switch (opt) {
 		case 'l':
-			if ((port = parse_number(optarg, 1, 65535)) < 0) {
-				fprintf(stderr,
-				        "tcprelay: --listen wants a port 1..65535, not '%s'\n",
-				        optarg);
+			if (number_option("--listen", optarg, 1, 65535, "a port 1..65535", &port) <
+			    0)
 				return 2;
-			}
 			break;
 		case 't':
-			if ((target = parse_number(optarg, 1, 65535)) < 0) {
-				fprintf(stderr,
-				        "tcprelay: --target wants a port 1..65535, not '%s'\n",
-				        optarg);
+			if (number_option("--target", optarg, 1, 65535, "a port 1..65535",
+			                  &target) < 0)
 				return 2;
-			}
 			break;
 		case 'n':
-			if ((count = parse_number(optarg, 1, 1000000)) < 0) {
-				fprintf(stderr, "tcprelay: --count wants 1..1000000, not '%s'\n",
-				        optarg);
+			if (number_option("--count", optarg, 1, 1000000, "1..1000000", &count) < 0)
 				return 2;
-			}
 			break;
-		case 'T': {
-			long t = parse_number(optarg, 1, 86400);
-			if (t < 0) {
-				fprintf(stderr,
-				        "tcprelay: --timeout wants 1..86400 seconds, not '%s'\n",
-				        optarg);
+		case 'T':
+			if (number_option("--timeout", optarg, 1, 86400, "1..86400 seconds",
+			                  &timeout) < 0)
 				return 2;
-			}
-			timeout_s = (int)t;
 			break;
-		}
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -336,7 +289,7 @@ int main(int argc, char **argv)
 	struct sigaction sa = {.sa_handler = on_alarm};
 	sigaction(SIGALRM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN); /* a closed destination is a write error, not a death */
-	alarm((unsigned)timeout_s);
+	alarm((unsigned)timeout);
 
 	int listen_fd = listen_on((int)port);
 	if (listen_fd < 0) {
