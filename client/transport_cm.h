@@ -45,7 +45,6 @@ struct cmt_coalesce {
 	unsigned pause;           /* the next late flush sets backoff to this */
 	uint64_t deferrals, deferrals_seen, timer_flushes;
 	uint64_t late; /* flushes later than prompt_ns: queuing paused */
-	int stats_said;
 	/* the flusher thread, started at the first deferral */
 	pthread_t thread;
 	int thread_started, stop; /* under wake_mu */

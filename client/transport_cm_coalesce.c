@@ -240,15 +240,6 @@ void cmt_coalesce_stop(struct cmt *s)
 	struct cmt_coalesce *co = &s->co;
 	if (!co->ready)
 		return;
-	const char *stats = getenv("CHANMEM_COALESCE_STATS");
-	if (stats && *stats && strcmp(stats, "0") != 0 && !co->stats_said) {
-		co->stats_said = 1;
-		fprintf(stderr,
-		        "chanmem: rank %d: %llu sends queued to leave with the next frame, %llu "
-		        "written late by the flusher, %llu times queuing paused\n",
-		        s->rank, (unsigned long long)co->deferrals,
-		        (unsigned long long)co->timer_flushes, (unsigned long long)co->late);
-	}
 	pthread_mutex_lock(&co->wake_mu);
 	co->stop = 1;
 	pthread_cond_signal(&co->wake_cv);
@@ -266,6 +257,13 @@ void cmt_coalesce_free(struct cmt *s)
 	if (!co->ready)
 		return;
 	cmt_coalesce_stop(s);
+	const char *stats = getenv("CHANMEM_COALESCE_STATS");
+	if (stats && *stats && strcmp(stats, "0") != 0)
+		fprintf(stderr,
+		        "chanmem: rank %d: %llu sends queued to leave with the next frame, %llu "
+		        "written late by the flusher, %llu times queuing paused\n",
+		        s->rank, (unsigned long long)co->deferrals,
+		        (unsigned long long)co->timer_flushes, (unsigned long long)co->late);
 	pthread_cond_destroy(&co->wake_cv);
 	pthread_mutex_destroy(&co->wake_mu);
 	pthread_mutex_destroy(&co->lock);
