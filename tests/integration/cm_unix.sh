@@ -95,18 +95,13 @@ CHANMEM_CMSERVER=$itest_work/cmserver-no-unix rank_sockets cmu_no_unix tcp
 
 # Every mode (one loop and more loops than cores where it takes --threads,
 # as ft_modes.sh): the failure-free run and a rank killed mid-run, over unix.
-for mode in mono thread-per-client multiplexer specialized; do
-	case $mode in
-	multiplexer | specialized) counts="1 4" ;;
-	*) counts=1 ;;
-	esac
-	for n in $counts; do
-		CHANMEM_CM_THREADS=$n ft_same "cmu_${mode}_t${n}_clean" cmu_ref_tcp --mode "$mode" \
-			-- ft_suite ring "$ITERS"
-		CHANMEM_CM_THREADS=$n FT_KILL_RANK=1 FT_KILL_AT=10 ft_same "cmu_${mode}_t${n}_kill" \
-			cmu_ref_tcp --mode "$mode" -- ft_suite ring "$ITERS"
-	done
-done
+mode_jobs() { # in the mode and thread count itest_each_mode sets
+	local tag="cmu_${CHANMEM_TEST_MODE}_t${CHANMEM_CM_THREADS}"
+	ft_same "${tag}_clean" cmu_ref_tcp --mode "$CHANMEM_TEST_MODE" -- ft_suite ring "$ITERS"
+	FT_KILL_RANK=1 FT_KILL_AT=10 ft_same "${tag}_kill" cmu_ref_tcp --mode "$CHANMEM_TEST_MODE" \
+		-- ft_suite ring "$ITERS"
+}
+itest_each_mode "1 4" mode_jobs
 FT_KILL_RANK=0,2 FT_KILL_AT=5 ft_same cmu_kill_two_cms cmu_ref_tcp --cms 2 \
 	-- ft_suite ring "$ITERS"
 
