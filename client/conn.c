@@ -7,12 +7,20 @@
  * MSG_DONTWAIT: that lets cm_conn_read_wait() sleep in recvmsg() itself
  * when its connection is the only thing a rank can wait for, saving the
  * poll-then-read round of every message (the latency floor on loopback is
- * mostly system calls and wake-ups). */
+ * mostly system calls and wake-ups). Not on a unix socket, though: there a
+ * reader asleep in recvmsg() is also woken whenever the peer reads what
+ * this end wrote (the kernel's write-space wake-up, which poll() filters
+ * out and a stream socket's own read wait does not), so every round trip
+ * of a ping-pong cost one useless wake-up and two context switches.
+ * Measured pinned to one core, NPcm 1 B through a CM: 8.39 us one way
+ * sleeping in recvmsg, 7.79 us with poll() first; over TCP the recvmsg
+ * sleep stays (10.02 against 10.37 us). */
 #include <config.h>
 
 #include "conn.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +66,11 @@ struct cm_conn *cm_conn_new(int fd, enum cm_conn_state state, int self, const ch
 	}
 	cm_tune_socket(fd);
 	cm_set_cloexec(fd, 1);
+	struct sockaddr_storage addr;
+	socklen_t addr_len = sizeof addr;
+	c->poll_before_wait =
+	    getsockname(fd, (struct sockaddr *)&addr, &addr_len) == 0 && addr.ss_family == AF_UNIX;
+	c->wait_limit_ms = -1;
 	c->fd = fd;
 	c->state = state;
 	c->accepted = state == CM_CONN_AWAIT_HELLO;
@@ -523,11 +536,20 @@ enum cm_io cm_conn_read(struct cm_conn *c)
 
 enum cm_io cm_conn_read_wait(struct cm_conn *c)
 {
-	return read_frames(c, 0);
+	if (!c->poll_before_wait || !cm_conn_alive(c))
+		return read_frames(c, 0);
+	struct pollfd p = {.fd = c->fd, .events = POLLIN};
+	/* A signal or the time limit ends the wait early, as in recvmsg(); a
+	 * poll() failure leaves the socket's state to the read. */
+	int ready = poll(&p, 1, c->wait_limit_ms);
+	if (ready == 0 || (ready < 0 && errno == EINTR))
+		return CM_IO_OK;
+	return read_frames(c, MSG_DONTWAIT);
 }
 
 void cm_conn_limit_wait(struct cm_conn *c, int ms)
 {
+	c->wait_limit_ms = ms;
 	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
 	/* Best effort: without it the wait is only unbounded, as before. */
 	(void)setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);

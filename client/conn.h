@@ -92,10 +92,12 @@ struct cm_conn {
 	const struct cm_conn_ops *ops;
 	void *owner;
 	struct cm_limits lim;
-	uint64_t ack_clock; /* HELLO_ACK's clock */
-	int shut;           /* write side shut down (finalize) */
-	int accepted;       /* we accepted it: protocol errors are answered with ERROR */
-	unsigned watching;  /* the owner's record of the events it registered */
+	uint64_t ack_clock;   /* HELLO_ACK's clock */
+	int shut;             /* write side shut down (finalize) */
+	int accepted;         /* we accepted it: protocol errors are answered with ERROR */
+	int poll_before_wait; /* a unix socket: cm_conn_read_wait polls first (conn.c) */
+	int wait_limit_ms;    /* cm_conn_limit_wait's bound; -1: none */
+	unsigned watching;    /* the owner's record of the events it registered */
 
 	/* output */
 	struct cm_out *out_head, *out_tail;
