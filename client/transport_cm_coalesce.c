@@ -29,7 +29,7 @@
  * window against 8.39 us with 100 ms). So the flusher's timer gets a slack
  * of three windows (PR_SET_TIMERSLACK): the kernel may fire it with an
  * interrupt it takes anyway, such as the scheduler tick of a busy core
- * (8.45 us). A message then waits at most a few windows.
+ * (8.45 us). A message then waits at most four windows.
  * CHANMEM_COALESCE_US sets the window (0: off), CHANMEM_COALESCE_PROMPT_US
  * the prompt limit; CHANMEM_COALESCE_STATS=1 prints the counts at
  * MPI_Finalize. */
