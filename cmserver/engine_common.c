@@ -6,7 +6,8 @@
  * and dispatches frames under the domain locks (engine_locks.c). Any thread
  * that queues output for a connection (the core's wake hook) posts it to its
  * writer's mailbox and, if that writer is another thread, wakes it with
- * ev_async. The writer drains the queue with non-blocking sendmsg batches
+ * ev_async (thread-per-client first tries to write it itself: see
+ * eng_on_wake in engine_conn.c). The writer drains the queue with non-blocking sendmsg batches
  * under OUTQ(s) and arms an EV_WRITE watcher when the kernel is full, so a
  * client that stops reading only grows its own queue: no thread ever blocks
  * on a socket while holding a lock.

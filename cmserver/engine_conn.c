@@ -24,10 +24,53 @@ void eng_conn_unref(struct conn *c)
 	free(c);
 }
 
+/* thread-per-client: connections other than its own that a reading thread
+ * produced output for during one read burst (eng_on_readable), each with a
+ * reference. It writes them itself at the end of the burst, under OUTQ
+ * only, instead of waking their threads: a hand-over costs the receiving
+ * thread's wake-up and an eventfd round, ~2.8 us a message pinned to one
+ * core (NPcm 1 B: 10.50 us one way against mono's 7.65). What it cannot
+ * write (socket full, connection closing or failed) still goes to the
+ * connection's own thread, the one waiter for EV_WRITE. */
+#define PRODUCED_MAX 64
+static __thread struct conn *produced[PRODUCED_MAX];
+static __thread unsigned nproduced;
+static __thread bool in_burst;
+
 void eng_on_wake(void *ctx, struct cm_session *s)
 {
 	struct conn *c = cm_session_engine_data(s);
+	if (in_burst && c->wr != eng_current_worker && nproduced < PRODUCED_MAX) {
+		__atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+		produced[nproduced++] = c;
+		return;
+	}
 	eng_worker_post(c->wr, c, 0, W_FLUSH);
+}
+
+/* Writes c's queue from the producing thread; true if nothing is left for
+ * c's own thread to do. */
+static bool write_produced(struct conn *c)
+{
+	struct eng *e = c->e;
+	int err = 0;
+	bool done = false;
+	eng_out_lock(&e->locks, c->s);
+	if (!c->wfd_closed && !c->out_blocked && !cm_session_closing(c->s))
+		done = eng_send_output(c->s, c->wfd, &err) == ENG_SEND_DRAINED;
+	eng_out_unlock(&e->locks, c->s);
+	return done;
+}
+
+static void flush_produced(void)
+{
+	for (unsigned i = 0; i < nproduced; i++) {
+		struct conn *c = produced[i];
+		if (!write_produced(c))
+			eng_worker_post(c->wr, c, 0, W_FLUSH);
+		eng_conn_unref(c);
+	}
+	nproduced = 0;
 }
 
 void eng_hook_out_lock(void *ctx, struct cm_session *s)
@@ -63,6 +106,7 @@ void eng_on_readable(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct conn *c = w->data;
 	struct worker *wk = c->rd;
+	in_burst = wk->one_shot;
 	for (int i = 0; i < READS_PER_EVENT && !c->rd_done; i++) {
 		struct iovec iov[2];
 		int n = cm_session_read_iov(c->s, iov);
@@ -88,6 +132,8 @@ void eng_on_readable(struct ev_loop *loop, ev_io *w, int revents)
 			eng_reader_stop(c, strerror(errno));
 		break;
 	}
+	in_burst = false;
+	flush_produced();
 	ev_invoke(wk->loop, &wk->async, EV_ASYNC); /* drain what this produced */
 }
 
@@ -129,6 +175,7 @@ void eng_writer_flush(struct conn *c)
 	enum eng_send_result sent = eng_send_output(c->s, c->wfd, &err);
 	bool blocked = sent == ENG_SEND_BLOCKED, failed = sent == ENG_SEND_FAILED;
 	bool drained = cm_session_out_pending(c->s) == 0;
+	c->out_blocked = blocked;
 	eng_out_unlock(&e->locks, c->s);
 
 	if (failed) {
@@ -172,6 +219,11 @@ void eng_writer_close(struct conn *c)
 		cm_info("rank %d: connection lost without BYE", rank);
 	else
 		cm_debug("connection fd %d closed", c->wfd);
+	/* No producing thread writes to the number once it is closed (and
+	 * perhaps reused). */
+	eng_out_lock(&e->locks, c->s);
+	c->wfd_closed = true;
+	eng_out_unlock(&e->locks, c->s);
 	close(c->wfd);
 	if (c->wfd != c->fd)
 		eng_worker_post(c->rd, c, R_FINAL, 0);

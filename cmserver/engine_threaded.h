@@ -43,6 +43,10 @@ struct conn {
 	/* Writer thread only; apart from rd_done so that no access of one
 	 * thread covers the other's byte. */
 	bool wr_done, wr_failed, shut_wr;
+	/* Under OUTQ(s): the writer found the socket full (it waits for
+	 * EV_WRITE) / closed wfd. A producing thread that writes for this
+	 * connection itself (thread-per-client, engine_conn.c) checks them. */
+	bool out_blocked, wfd_closed;
 	/* Mailbox links and flags: guarded by the mutex of the worker. */
 	struct conn *new_next, *rq_next, *wq_next;
 	unsigned rq_flags, wq_flags;

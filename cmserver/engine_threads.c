@@ -1,8 +1,9 @@
 /* --mode thread-per-client: the accepting thread starts one thread per
  * connection. That thread reads its socket (blocking in the kernel on that
  * one socket), runs the core for its own frames under the domain locks, and
- * writes its own socket; output other threads produce for it wakes it. See
- * engine_common.c and docs/engines.md. */
+ * writes its own socket, and the sockets of other connections it produced
+ * output for (under OUTQ, after its read burst); what it cannot write
+ * there wakes their own thread. See engine_conn.c and docs/engines.md. */
 #include "config.h"
 
 #include "engine_common.h"
