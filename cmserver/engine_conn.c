@@ -48,27 +48,28 @@ void eng_on_wake(void *ctx, struct cm_session *s)
 	eng_worker_post(c->wr, c, 0, W_FLUSH);
 }
 
-/* Writes c's queue from the producing thread; true if nothing is left for
- * c's own thread to do. */
-static bool write_produced(struct conn *c)
+/* Writes c's queue from the producing thread, or leaves it to c's own
+ * thread. That thread closes wfd, and may then end and be freed, only after
+ * it set wfd_closed under OUTQ: so the post, too, is made under OUTQ. */
+static void write_produced(struct conn *c)
 {
 	struct eng *e = c->e;
 	int err = 0;
-	bool done = false;
 	eng_out_lock(&e->locks, c->s);
-	if (!c->wfd_closed && !c->out_blocked && !cm_session_closing(c->s))
-		done = eng_send_output(c->s, c->wfd, &err) == ENG_SEND_DRAINED;
+	if (!c->wfd_closed) {
+		bool done = !c->out_blocked && !cm_session_closing(c->s) &&
+		            eng_send_output(c->s, c->wfd, &err) == ENG_SEND_DRAINED;
+		if (!done)
+			eng_worker_post(c->wr, c, 0, W_FLUSH);
+	}
 	eng_out_unlock(&e->locks, c->s);
-	return done;
 }
 
 static void flush_produced(void)
 {
 	for (unsigned i = 0; i < nproduced; i++) {
-		struct conn *c = produced[i];
-		if (!write_produced(c))
-			eng_worker_post(c->wr, c, 0, W_FLUSH);
-		eng_conn_unref(c);
+		write_produced(produced[i]);
+		eng_conn_unref(produced[i]);
 	}
 	nproduced = 0;
 }
