@@ -539,17 +539,17 @@ enum cm_io cm_conn_read_wait(struct cm_conn *c)
 	if (!c->poll_before_wait || !cm_conn_alive(c))
 		return read_frames(c, 0);
 	struct pollfd p = {.fd = c->fd, .events = POLLIN};
-	/* A signal or the time limit ends the wait early, as in recvmsg(); a
-	 * poll() failure leaves the socket's state to the read. */
+	/* A signal or the time limit ends the wait early, as in recvmsg(); if
+	 * poll() itself fails, the wait falls back to recvmsg(). */
 	int ready = poll(&p, 1, c->wait_limit_ms);
 	if (ready == 0 || (ready < 0 && errno == EINTR))
 		return CM_IO_OK;
-	return read_frames(c, MSG_DONTWAIT);
+	return read_frames(c, ready < 0 ? 0 : MSG_DONTWAIT);
 }
 
 void cm_conn_limit_wait(struct cm_conn *c, int ms)
 {
-	c->wait_limit_ms = ms;
+	c->wait_limit_ms = ms > 0 ? ms : -1; /* as SO_RCVTIMEO: 0 is no limit */
 	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
 	/* Best effort: without it the wait is only unbounded, as before. */
 	(void)setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);

@@ -147,9 +147,13 @@ static void *flusher_main(void *arg)
 	struct cmt *s = arg;
 	struct cmt_coalesce *co = &s->co;
 	long long sleep_ns = co->window_ns;
-	/* Per thread: the rank's own timers keep their precision. Failure only
-	 * costs wake-ups. */
-	prctl(PR_SET_TIMERSLACK, (unsigned long)(SLACK_WINDOWS * co->window_ns));
+	/* Per thread: the rank's own timers keep their precision. Only ever
+	 * widened (a tiny window must not make the timer more precise than the
+	 * default); failure only costs wake-ups. */
+	unsigned long slack = (unsigned long)(SLACK_WINDOWS * co->window_ns);
+	int current = prctl(PR_GET_TIMERSLACK);
+	if (current >= 0 && slack > (unsigned long)current)
+		prctl(PR_SET_TIMERSLACK, slack);
 	for (;;) {
 		pthread_mutex_lock(&co->wake_mu);
 		while (!co->stop && !atomic_load(&co->armed))
