@@ -41,6 +41,12 @@
 /* iovecs per sendmsg (two per frame). */
 #define OUT_IOV_MAX 64
 
+/* Queued frames of up to this many inline payload bytes (control frames,
+ * small coalesced sends) are recycled through a few spare blocks per
+ * connection instead of a malloc and a free each: a 1-byte ping-pong
+ * queues two per round trip (the message and its RECV_REQ). */
+#define SPARE_INLINE 64u
+
 struct cm_out {
 	struct cm_out *next;
 	const uint8_t *payload;
@@ -48,6 +54,7 @@ struct cm_out {
 	size_t off; /* bytes of header + payload already written */
 	struct cm_req *req;
 	uint8_t *owned; /* copy of the payload we free, or NULL */
+	size_t cap;     /* inline_data bytes allocated */
 	uint8_t hdr[CM_HEADER_SIZE];
 	uint8_t inline_data[]; /* control frames carry their payload here */
 };
@@ -83,9 +90,24 @@ struct cm_conn *cm_conn_new(int fd, enum cm_conn_state state, int self, const ch
 	return c;
 }
 
-static void out_free(struct cm_out *o)
+static struct cm_out *out_alloc(struct cm_conn *c, size_t inline_len)
+{
+	if (inline_len <= SPARE_INLINE && c->nspares > 0)
+		return c->spares[--c->nspares];
+	size_t cap = inline_len <= SPARE_INLINE ? SPARE_INLINE : inline_len;
+	struct cm_out *o = malloc(sizeof *o + cap);
+	if (o != NULL)
+		o->cap = cap;
+	return o;
+}
+
+static void out_free(struct cm_conn *c, struct cm_out *o)
 {
 	free(o->owned);
+	if (o->cap == SPARE_INLINE && c->nspares < CM_CONN_SPARES) {
+		c->spares[c->nspares++] = o;
+		return;
+	}
 	free(o);
 }
 
@@ -96,8 +118,11 @@ void cm_conn_free(struct cm_conn *c)
 	while (c->out_head) {
 		struct cm_out *o = c->out_head;
 		c->out_head = o->next;
-		out_free(o);
+		free(o->owned);
+		free(o);
 	}
+	while (c->nspares > 0)
+		free(c->spares[--c->nspares]);
 	if (c->fd >= 0)
 		close(c->fd);
 	free(c->in_buf);
@@ -179,7 +204,7 @@ int cm_conn_flush(struct cm_conn *c)
 				c->out_tail = NULL;
 			if (o->req)
 				c->ops->on_sent(c, o->req);
-			out_free(o);
+			out_free(c, o);
 		}
 		if ((size_t)w < total) {
 			c->wblocked = 1; /* the socket buffer is full: POLLOUT tells when */
@@ -215,7 +240,7 @@ int cm_conn_send(struct cm_conn *c, struct cm_header *h, const void *payload, si
 		cm_err("rank %d: cannot send to %s: connection closed", c->self, c->name);
 		return -1;
 	}
-	struct cm_out *o = malloc(sizeof *o);
+	struct cm_out *o = out_alloc(c, 0);
 	if (o == NULL)
 		return cm_conn_fail(c, "out of memory queueing a frame");
 	h->version = CM_PROTO_VERSION;
@@ -244,7 +269,7 @@ static int queue_copy(struct cm_conn *c, struct cm_header *h, const void *payloa
 {
 	if (!cm_conn_alive(c) || c->shut)
 		return -1;
-	struct cm_out *o = malloc(sizeof *o + len);
+	struct cm_out *o = out_alloc(c, len);
 	if (o == NULL)
 		return cm_conn_fail(c, "out of memory queueing a frame");
 	h->version = CM_PROTO_VERSION;

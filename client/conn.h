@@ -82,6 +82,7 @@ struct cm_conn_ops {
 };
 
 struct cm_out; /* a queued frame (conn.c) */
+#define CM_CONN_SPARES 4
 
 struct cm_conn {
 	int fd;
@@ -101,6 +102,8 @@ struct cm_conn {
 
 	/* output */
 	struct cm_out *out_head, *out_tail;
+	struct cm_out *spares[CM_CONN_SPARES]; /* recycled small frame blocks (conn.c) */
+	unsigned nspares;
 	int wblocked; /* the kernel refused more: wait for POLLOUT */
 
 	/* input */
