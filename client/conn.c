@@ -118,8 +118,7 @@ void cm_conn_free(struct cm_conn *c)
 	while (c->out_head) {
 		struct cm_out *o = c->out_head;
 		c->out_head = o->next;
-		free(o->owned);
-		free(o);
+		out_free(c, o); /* small blocks land in the spares, freed next */
 	}
 	while (c->nspares > 0)
 		free(c->spares[--c->nspares]);
