@@ -65,13 +65,13 @@ uint32_t cm_core_world_size(const struct cm_core *core)
 
 /* ---- log entries ---- */
 
-struct cm_entry *cm_entry_new(const struct cm_header *h)
+struct cm_entry *cm_entry_new(struct cm_core *core, const struct cm_header *h)
 {
 	struct cm_entry *e = calloc(1, sizeof *e);
 	if (e == NULL)
 		return NULL;
 	if (h->len > 0) {
-		e->payload = cm_buf_new(h->len);
+		e->payload = cm_buf_new(core->cfg.mem, h->len);
 		if (e->payload == NULL) {
 			free(e);
 			return NULL;
@@ -179,7 +179,7 @@ void cm_session_fail(struct cm_session *s, enum cm_err code, const char *fmt, ..
 	CM_STAT_ADD(s->core, frames_refused, 1);
 
 	struct cm_out_item it;
-	it.ref = cm_buf_new((uint32_t)n);
+	it.ref = cm_buf_new(s->core->cfg.mem, (uint32_t)n);
 	if (it.ref)
 		memcpy(it.ref->data, text, (size_t)n);
 	else

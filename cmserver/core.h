@@ -130,6 +130,7 @@
 struct cm_core;
 struct cm_session;
 struct cm_entry;
+struct cm_logmem;
 
 struct cm_core_hooks {
 	void *ctx;
@@ -146,8 +147,16 @@ struct cm_core_config {
 	uint32_t max_payload;       /* --max-message */
 	/* Delivered entries are kept in memory for replay up to this many bytes
 	 * (payload + bookkeeping) over all destinations; past it the oldest
-	 * delivered entries of a destination are dropped. UINT64_MAX = keep all. */
+	 * delivered entries of a destination are spilled (or dropped without
+	 * a spill store). UINT64_MAX = keep all. */
 	uint64_t log_mem;
+	/* Where every payload buffer is allocated and charged (logmem.h), or
+	 * NULL (malloc, no bound). With a bound: a MSG whose payload does not
+	 * fit is not taken in (cm_session_held: the engine stops reading that
+	 * connection, and the sender's socket fills); delivered entries are
+	 * spilled while the live payload memory is past half the bound, and
+	 * undelivered ones as they arrive past three quarters. */
+	struct cm_logmem *mem;
 	struct cm_core_hooks hooks;
 	/* A rank's connection ended without BYE and without being refused or
 	 * replaced: the rank is probably dead (the dispatcher is told). Called
@@ -290,6 +299,13 @@ void cm_session_fill_notify(struct cm_session *s);
 /* s is receiving the payload of a cut-through MSG: an engine that writes
  * on the reading thread should flush output between reads. */
 int cm_session_filling(const struct cm_session *s);
+
+/* Backpressure (cfg.mem): the next frame of s is a MSG whose payload the
+ * log cannot take now. The engine stops reading s and calls
+ * cm_session_input(s, 0) (or its locked equivalent) again a little later:
+ * memory is freed by the log writer, by deliveries written out and by
+ * collection, none of which needs s to be read. */
+int cm_session_held(const struct cm_session *s);
 
 /* Convenience for single-threaded engines: received + next_frame/dispatch
  * (and fill_notify) until no complete frame is left. */

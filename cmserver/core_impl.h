@@ -5,6 +5,7 @@
 #define CHANMEM_CORE_IMPL_H
 
 #include "core.h"
+#include "logmem.h"
 
 #include <stdbool.h>
 
@@ -16,7 +17,9 @@
  * body byte past it (cm_outq_iov), the reader advances it after each read.
  * Every other buffer is born complete (filled == len). */
 struct cm_buf {
-	uint32_t refs; /* atomic */
+	struct cm_logmem *mem; /* charged there (cfg.mem), or NULL */
+	size_t alloc;          /* bytes allocated, header included */
+	uint32_t refs;         /* atomic */
 	uint32_t len;
 	uint32_t filled; /* atomic: bytes of data that are valid */
 	uint32_t parked; /* atomic: a writer found nothing to write past filled */
@@ -31,7 +34,7 @@ struct cm_cut_waiters {
 	struct cm_session *sess[];
 };
 
-struct cm_buf *cm_buf_new(uint32_t len);
+struct cm_buf *cm_buf_new(struct cm_logmem *mem, uint32_t len);
 void cm_buf_ref(struct cm_buf *b);
 void cm_buf_unref(struct cm_buf *b);
 
@@ -72,9 +75,11 @@ struct cm_entry {
 	uint32_t ctx, len;
 	uint16_t flags;
 	bool delivered;
-	/* Past --log-mem: out of the log list, payload in the spill store
-	 * (cfg.spill), only the delivery record points here. */
+	/* Payload in the spill store (cfg.spill), none in memory. */
 	bool spilled;
+	/* Linked in the log list; a spilled entry out of it is reached
+	 * through its delivery record only. */
+	bool in_log;
 };
 
 enum cm_wait_kind { CM_WAIT_RECV = 1, CM_WAIT_PROBE = 2 };
@@ -249,6 +254,9 @@ struct cm_session {
 	uint64_t fill_clock;
 	uint8_t *scratch;
 	bool fill_notify, fill_diverged;
+	/* The next frame is a MSG the log memory cannot take yet (its header
+	 * stays staged, unparsed): see cm_session_held. */
+	bool held;
 	bool last_iov_fill; /* the last read_iov started with the fill */
 
 	struct cm_outq out;
@@ -315,7 +323,7 @@ void cm_core_hello(struct cm_session *s, const struct cm_frame *f);
 /* Queues ERROR(code, text) on s and marks it closing. */
 void cm_session_fail(struct cm_session *s, enum cm_err code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-struct cm_entry *cm_entry_new(const struct cm_header *h);
+struct cm_entry *cm_entry_new(struct cm_core *core, const struct cm_header *h);
 void cm_entry_free(struct cm_entry *e);
 
 /* cut.c: cut-through forwarding. */
@@ -368,10 +376,15 @@ void cm_emit_probe_reply(struct cm_session *to, uint64_t probe_id, uint32_t ctx,
 void cm_dest_remove_wait(struct cm_dest *d, struct cm_wait *w);
 /* Memory an entry kept for replay stands for (the --log-mem budget). */
 uint64_t cm_entry_cost(const struct cm_entry *e);
-/* Past --log-mem: moves a delivered entry's payload to cfg.spill. true:
- * spilled (the entry stays, without payload); false: no store, or it failed
- * (the caller drops the entry instead). */
+/* Moves an entry's payload to cfg.spill (a delivered one past --log-mem,
+ * an undelivered one near the memory bound). true: spilled (the entry
+ * stays, without payload); false: no store, or it failed (a delivered
+ * entry is then dropped, an undelivered one stays in memory). */
 bool cm_spill_entry(struct cm_core *core, struct cm_entry *e);
+/* DELIVER of e to request req_id of to, its payload read back from the
+ * spill store if it is there. false: it cannot be read back. */
+bool cm_emit_entry(struct cm_core *core, struct cm_entry *e, struct cm_session *to,
+                   uint64_t req_id);
 /* TRIM: a committed checkpoint of the rank covers its requests below
  * req_cut and events below ev_cut; drops their records, the delivered
  * messages they took, and the events. */

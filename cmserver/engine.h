@@ -10,10 +10,13 @@
 
 #include <stdint.h>
 
+struct cm_logmem;
+
 struct cm_server_opts {
 	const char *mode;
 	uint32_t max_message;     /* largest accepted payload */
-	uint64_t log_mem;         /* bytes of delivered log entries kept in memory */
+	uint64_t log_mem;         /* --log-mem: the bound of mem */
+	struct cm_logmem *mem;    /* payload memory (logmem.h) */
 	uint32_t cut_through_min; /* forward payloads this large as they arrive; 0: off */
 	unsigned threads;         /* multiplexer, specialized: worker loops (1..64) */
 	char secret[CM_SECRET_LEN];

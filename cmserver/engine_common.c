@@ -91,7 +91,8 @@ static void on_accept(struct ev_loop *loop, ev_io *aw, int revents)
 		ev_io_init(&c->rw, eng_on_readable, fd, EV_READ);
 		ev_io_init(&c->ww, eng_on_writable, wfd, EV_WRITE);
 		ev_timer_init(&c->linger, eng_on_linger, CLOSE_LINGER, 0.);
-		c->rw.data = c->ww.data = c->linger.data = c;
+		ev_timer_init(&c->hold, eng_on_hold, HOLD_RETRY, HOLD_RETRY);
+		c->rw.data = c->ww.data = c->linger.data = c->hold.data = c;
 		__atomic_add_fetch(&rd->load, 1, __ATOMIC_RELAXED);
 		pthread_mutex_lock(&e->reg_mu);
 		c->reg_next = e->reg;
@@ -152,7 +153,8 @@ int cm_engine_threaded(const struct cm_server_opts *opts, const struct cm_listen
 	eng_locks_init(&e->locks);
 	pthread_mutex_init(&e->reg_mu, NULL);
 	struct cm_core_config cfg = {.max_payload = opts->max_message,
-	                             .log_mem = opts->log_mem,
+	                             .log_mem = opts->log_mem / 2,
+	                             .mem = opts->mem,
 	                             .cut_through_min = opts->cut_through_min,
 	                             .hooks = {.ctx = e,
 	                                       .wake = eng_on_wake,

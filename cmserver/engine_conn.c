@@ -97,6 +97,7 @@ void eng_reader_stop(struct conn *c, const char *why)
 	cm_debug("connection fd %d: stop reading (%s)", c->fd, why);
 	ev_io_stop(c->rd->loop, &c->rw);
 	ev_timer_stop(c->rd->loop, &c->linger);
+	ev_timer_stop(c->rd->loop, &c->hold);
 	c->rd->live--;
 	eng_worker_post(c->wr, c, 0, W_CLOSE);
 	if (c->wfd == c->fd)
@@ -117,6 +118,12 @@ void eng_on_readable(struct ev_loop *loop, ev_io *w, int revents)
 			pthread_mutex_lock(&c->in_mu);
 			eng_input(&c->e->locks, c->s, (size_t)r);
 			pthread_mutex_unlock(&c->in_mu);
+			if (cm_session_held(c->s)) {
+				/* Backpressure: this sender waits, its socket fills. */
+				ev_io_stop(loop, &c->rw);
+				ev_timer_again(loop, &c->hold);
+				break;
+			}
 			/* A cut-through payload is forwarded as it arrives: let the
 			 * writers of this loop run between its reads. */
 			if ((size_t)r < want || cm_session_filling(c->s))
@@ -136,6 +143,27 @@ void eng_on_readable(struct ev_loop *loop, ev_io *w, int revents)
 	in_burst = false;
 	flush_produced();
 	ev_invoke(wk->loop, &wk->async, EV_ASYNC); /* drain what this produced */
+}
+
+/* A sender held back for log memory: try its staged MSG again, and read on
+ * once the log took it. */
+void eng_on_hold(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct conn *c = w->data;
+	struct worker *wk = c->rd;
+	if (c->rd_done)
+		return;
+	in_burst = wk->one_shot;
+	pthread_mutex_lock(&c->in_mu);
+	eng_input(&c->e->locks, c->s, 0);
+	pthread_mutex_unlock(&c->in_mu);
+	if (!cm_session_held(c->s)) {
+		ev_timer_stop(loop, &c->hold);
+		ev_io_start(loop, &c->rw);
+	}
+	in_burst = false;
+	flush_produced();
+	ev_invoke(wk->loop, &wk->async, EV_ASYNC);
 }
 
 void eng_on_linger(struct ev_loop *loop, ev_timer *w, int revents)

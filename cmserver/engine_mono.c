@@ -25,6 +25,7 @@
 #define READS_PER_EVENT 16 /* full-buffer reads before yielding to other sockets */
 #define CLOSE_LINGER 2.0   /* seconds a refused peer gets to read its ERROR */
 #define ACCEPT_PAUSE 0.1   /* seconds without accepting after EMFILE and the like */
+#define HOLD_RETRY 0.001   /* seconds between tries of a sender held back for memory */
 
 struct mono;
 
@@ -34,6 +35,7 @@ struct conn {
 	int fd;
 	ev_io rw, ww;
 	ev_timer linger;
+	ev_timer hold;            /* retries a sender held back (cm_session_held) */
 	struct conn *prev, *next; /* every open connection */
 	struct conn *dirty_next;  /* connections with new output to flush */
 	bool dirty, closed, shut_wr;
@@ -71,6 +73,7 @@ static void conn_close(struct conn *c, const char *why)
 	ev_io_stop(m->loop, &c->rw);
 	ev_io_stop(m->loop, &c->ww);
 	ev_timer_stop(m->loop, &c->linger);
+	ev_timer_stop(m->loop, &c->hold);
 	close(c->fd);
 	cm_session_closed(c->s);
 	if (c->prev)
@@ -154,6 +157,12 @@ static void on_readable(struct ev_loop *loop, ev_io *w, int revents)
 		ssize_t r = readv(c->fd, iov, n);
 		if (r > 0) {
 			cm_session_input(c->s, (size_t)r);
+			if (cm_session_held(c->s)) {
+				/* Backpressure: this sender waits, its socket fills. */
+				ev_io_stop(loop, &c->rw);
+				ev_timer_again(loop, &c->hold);
+				break;
+			}
 			if ((size_t)r < want)
 				break; /* drained the socket for now */
 			if (m->dirty && cm_session_filling(c->s))
@@ -169,6 +178,20 @@ static void on_readable(struct ev_loop *loop, ev_io *w, int revents)
 		if (errno != EAGAIN && errno != EWOULDBLOCK)
 			conn_close(c, strerror(errno));
 		break;
+	}
+	flush_dirty(m);
+}
+
+/* A sender held back for log memory: try its staged MSG again, and read on
+ * once the log took it. */
+static void on_hold(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct conn *c = w->data;
+	struct mono *m = c->m;
+	cm_session_input(c->s, 0);
+	if (!cm_session_held(c->s)) {
+		ev_timer_stop(loop, &c->hold);
+		ev_io_start(loop, &c->rw);
 	}
 	flush_dirty(m);
 }
@@ -223,7 +246,8 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 		ev_io_init(&c->rw, on_readable, fd, EV_READ);
 		ev_io_init(&c->ww, on_writable, fd, EV_WRITE);
 		ev_timer_init(&c->linger, on_linger, CLOSE_LINGER, 0.);
-		c->rw.data = c->ww.data = c->linger.data = c;
+		ev_timer_init(&c->hold, on_hold, HOLD_RETRY, HOLD_RETRY);
+		c->rw.data = c->ww.data = c->linger.data = c->hold.data = c;
 		c->next = m->conns;
 		if (m->conns)
 			m->conns->prev = c;
@@ -251,7 +275,8 @@ int cm_engine_mono(const struct cm_server_opts *opts, const struct cm_listeners 
 {
 	struct mono m = {.nlisteners = ls->n};
 	struct cm_core_config cfg = {.max_payload = opts->max_message,
-	                             .log_mem = opts->log_mem,
+	                             .log_mem = opts->log_mem / 2,
+	                             .mem = opts->mem,
 	                             .cut_through_min = opts->cut_through_min,
 	                             .hooks = {.ctx = &m, .wake = on_wake}};
 	memcpy(cfg.secret, opts->secret, CM_SECRET_LEN);

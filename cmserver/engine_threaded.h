@@ -16,6 +16,7 @@
 #define READS_PER_EVENT 16 /* full-buffer reads before yielding to other sockets */
 #define CLOSE_LINGER 2.0   /* seconds a refused peer gets to read its ERROR */
 #define ACCEPT_PAUSE 0.1   /* seconds without accepting after EMFILE and the like */
+#define HOLD_RETRY 0.001   /* seconds between tries of a sender held back for memory */
 
 /* Mailbox flags. */
 enum { R_WRITE_FAILED = 1, R_LINGER = 2, R_FINAL = 4, W_FLUSH = 1, W_CLOSE = 2 };
@@ -39,7 +40,8 @@ struct conn {
 	 * error_settled. */
 	pthread_mutex_t in_mu;
 	ev_timer linger;
-	ev_io ww; /* writer's loop */
+	ev_timer hold; /* reader's loop: retries a sender held back (cm_session_held) */
+	ev_io ww;      /* writer's loop */
 	/* Writer thread only; apart from rd_done so that no access of one
 	 * thread covers the other's byte. */
 	bool wr_done, wr_failed, shut_wr;
@@ -102,6 +104,7 @@ void eng_hook_out_unlock(void *ctx, struct cm_session *s);
 void eng_reader_stop(struct conn *c, const char *why);
 void eng_on_readable(struct ev_loop *loop, ev_io *w, int revents);
 void eng_on_linger(struct ev_loop *loop, ev_timer *w, int revents);
+void eng_on_hold(struct ev_loop *loop, ev_timer *w, int revents);
 void eng_writer_flush(struct conn *c);
 void eng_on_writable(struct ev_loop *loop, ev_io *w, int revents);
 void eng_writer_close(struct conn *c);

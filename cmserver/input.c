@@ -234,9 +234,15 @@ static int refuse_diverged(struct cm_session *s)
 	return 0;
 }
 
+int cm_session_held(const struct cm_session *s)
+{
+	return s->held && !discarding(s);
+}
+
 int cm_session_next_frame(struct cm_session *s, struct cm_frame *f)
 {
 	f->cut = f->resume = false;
+	s->held = false;
 	for (;;) {
 		if (discarding(s)) {
 			drop_input(s);
@@ -348,8 +354,16 @@ int cm_session_next_frame(struct cm_session *s, struct cm_frame *f)
 				f->entry = NULL;
 				return 1;
 			}
+			if (!cm_logmem_admit(s->core->cfg.mem, h.len)) {
+				/* Backpressure: the header stays staged for the next
+				 * try, and the engine stops reading this sender. */
+				s->in_pos -= CM_HEADER_SIZE;
+				s->held = true;
+				compact(s);
+				return 0;
+			}
 			s->bulk = h.len >= CM_BULK_MSG;
-			struct cm_entry *e = cm_entry_new(&h);
+			struct cm_entry *e = cm_entry_new(s->core, &h);
 			if (e == NULL) {
 				cm_session_fail(s, CM_E_LENGTH, "no memory for a %u-byte message",
 				                (unsigned)h.len);

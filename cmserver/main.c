@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include "engine.h"
+#include "logmem.h"
 #include "spill.h"
 
 #include "jobenv.h"
@@ -27,22 +28,20 @@
 #include <unistd.h>
 
 #define EXIT_USAGE 2
-/* Delivered entries kept in memory by default: a quarter of the machine's
- * memory. Without checkpoints a restarted rank is replayed from its first
- * message, so every dropped entry is a replay that can no longer happen: the
- * default keeps the whole log of any run that fits, and still bounds the CM
- * (a run past it fails its replay with a clear error instead of the CM being
- * killed for memory). A small budget is faster (freed payload buffers are
- * reused warm: first-touch pages cost ~20 % of bandwidth at 4 MiB on a VM)
- * but costs a disk write per message past it: past the budget, delivered
- * payloads go to the spill store (LMDB, spill.c) and come back for a replay;
- * only with --no-spill are they dropped. */
+/* The log's memory bound by default: 1 GiB, or a quarter of the machine's
+ * memory when that is less. The bound is hard (logmem.h: the senders are
+ * held back at it) and everything past it goes to the spill store, so the
+ * default only trades memory for disk writes: with it the CM's resident
+ * set stays under about 1.1 GiB whatever the traffic, and a steady run
+ * reuses the same blocks instead of faulting in new pages (see the user
+ * guide for the measured effect of the bound on bandwidth). */
 static uint64_t default_log_mem(void)
 {
+	uint64_t bound = 1ull << 30;
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-	if (pages <= 0 || page <= 0)
-		return 1ull << 30;
-	return (uint64_t)pages * (uint64_t)page / 4;
+	if (pages > 0 && page > 0 && (uint64_t)pages * (uint64_t)page / 4 < bound)
+		bound = (uint64_t)pages * (uint64_t)page / 4;
+	return bound;
 }
 /* Payloads from this size on are forwarded as they arrive (cut-through).
  * Below it store-and-forward costs less: the frame is dispatched before its
@@ -92,14 +91,17 @@ static void usage(FILE *out)
 	    "                       REPLAYED\" (payload bytes held, messages replayed)\n"
 	    "  --max-message BYTES  largest message payload accepted (default 1GiB; units\n"
 	    "                       K, M, G, KiB, MiB, GiB; at least %d)\n"
-	    "  --log-mem BYTES      memory kept for delivered messages, the replay log\n"
-	    "                       (default: a quarter of physical memory); past it the\n"
-	    "                       oldest delivered payloads go to the spill store and\n"
-	    "                       come back when a restarted rank is replayed\n"
-	    "  --spill-dir DIR      where the spill store (LMDB) goes (default: a new\n"
-	    "                       directory under $TMPDIR, removed at exit)\n"
-	    "  --no-spill           drop what is past --log-mem instead (a restarted rank\n"
-	    "                       that needs it then cannot be replayed)\n"
+	    "  --log-mem BYTES      bound on the memory of message payloads: the log,\n"
+	    "                       output queues, replay reads (default 1GiB, or a\n"
+	    "                       quarter of physical memory if less). Past half of it\n"
+	    "                       delivered payloads go to the spill store (and come back\n"
+	    "                       when a restarted rank is replayed); at the bound the\n"
+	    "                       CM stops reading from senders until memory is free\n"
+	    "  --spill-dir DIR      where the spill store's segment files go (default: a\n"
+	    "                       new directory under $TMPDIR); its files are unlinked\n"
+	    "                       as soon as they are open: nothing outlives the CM\n"
+	    "  --no-spill           drop delivered messages past --log-mem instead (a\n"
+	    "                       restarted rank that needs one cannot be replayed)\n"
 	    "  --cut-through-min BYTES\n"
 	    "                       forward a message of at least BYTES payload bytes as it\n"
 	    "                       arrives (cut-through): matched at its header, its DELIVER\n"
@@ -332,11 +334,32 @@ int main(int argc, char **argv)
 	sigaddset(&stop, SIGINT);
 	sigprocmask(SIG_BLOCK, &stop, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	/* Keep freed payload buffers in the heap for the next messages instead
-	 * of returning them to the kernel: fixed thresholds also stop glibc
-	 * from moving them. */
-	mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
-	mallopt(M_TRIM_THRESHOLD, 512 * 1024 * 1024);
+	/* Payloads of 64 KiB and more live in the log memory's own blocks
+	 * (logmem.c); the heap holds small ones and bookkeeping, whose freed
+	 * memory glibc may keep up to this much before giving it back: a fixed
+	 * threshold, so that it stays inside the documented overhead. */
+	mallopt(M_TRIM_THRESHOLD, 64 * 1024 * 1024);
+
+	/* The spill directory first: one that cannot be made is refused
+	 * before anything listens. */
+	struct cm_spill_store *spill = NULL;
+	if (!no_spill) {
+		spill = cm_spill_store_open(spill_dir);
+		if (spill == NULL && spill_dir)
+			return 1;
+		if (spill == NULL)
+			cm_err("running without a spill store: past --log-mem delivered messages "
+			       "are dropped");
+		opts.spill = spill ? cm_spill_store_ops(spill) : NULL;
+		opts.spill_ctx = spill;
+	}
+	struct cm_logmem *mem = cm_logmem_new(opts.log_mem);
+	if (mem == NULL) {
+		cm_err("out of memory");
+		cm_spill_store_close(spill);
+		return 1;
+	}
+	opts.mem = mem;
 
 	struct cm_listeners ls = {.n = 0};
 	char where[32 + CM_ADDR_TEXT_MAX];
@@ -363,27 +386,12 @@ int main(int argc, char **argv)
 		cm_listeners_close(&ls, 0);
 		return 1;
 	}
-	struct cm_spill_store *spill = NULL;
-	if (!no_spill) {
-		/* Every mode: a log-writer thread keeps the disk off the thread that
-		 * forwards (in mono a synchronous 8 MiB LMDB write held up the next
-		 * cut-through DELIVER by ~15 ms on 1 Gbit/s links). */
-		spill = cm_spill_store_open(spill_dir);
-		if (spill == NULL && spill_dir) {
-			cm_listeners_close(&ls, 0);
-			cm_monitor_free(opts.monitor);
-			return 1;
-		}
-		if (spill == NULL)
-			cm_err("running without a spill store: past --log-mem delivered messages "
-			       "are dropped");
-		else
-			cm_debug("spill store in %s", cm_spill_store_dir(spill));
-		opts.spill = spill ? cm_spill_store_ops(spill) : NULL;
-		opts.spill_ctx = spill;
-	}
 	int status = engine->run(&opts, &ls);
+	/* The store drops its queue (the job is over) and releases those
+	 * buffers into the log memory, which goes last. */
 	cm_spill_store_close(spill);
+	cm_logmem_log_summary(mem);
+	cm_logmem_free(mem);
 	cm_monitor_free(opts.monitor);
 	return status;
 }

@@ -48,8 +48,8 @@ bool cm_dest_init(struct cm_dest *d)
 void cm_dest_free(struct cm_dest *d)
 {
 	for (uint64_t i = 0; d->recs && i < d->nrecs - d->recs_base; i++)
-		if (d->recs[i].kind == CM_REC_DELIVER && d->recs[i].e->spilled)
-			cm_entry_free(d->recs[i].e); /* in no log list any more */
+		if (d->recs[i].kind == CM_REC_DELIVER && !d->recs[i].e->in_log)
+			cm_entry_free(d->recs[i].e); /* spilled, in no log list any more */
 	struct cm_entry *e = d->log_head;
 	while (e) {
 		struct cm_entry *next = e->log_next;
@@ -291,7 +291,7 @@ void cm_dest_drop_session(struct cm_dest *d, struct cm_session *s)
 
 uint64_t cm_entry_cost(const struct cm_entry *e)
 {
-	return sizeof *e + e->len;
+	return sizeof *e + (e->spilled ? 0 : e->len);
 }
 
 void cm_emit_deliver(const struct cm_entry *e, struct cm_session *to, uint64_t req_id)
@@ -330,7 +330,10 @@ static void deliver(struct cm_core *core, struct cm_entry *e, struct cm_session 
 		rec->kind = CM_REC_DELIVER;
 		rec->e = e;
 	}
-	cm_emit_deliver(e, to, req_id);
+	if (!cm_emit_entry(core, e, to, req_id))
+		cm_session_fail(to, CM_E_STATE,
+		                "message %llu for rank %d cannot be read back from the spill store",
+		                (unsigned long long)e->seq, (int)e->dst);
 
 	if (e->sync_sess) {
 		struct cm_header ack = {.type = CM_T_SYNC_ACK,
@@ -400,6 +403,7 @@ static void log_append(struct cm_core *core, struct cm_dest *d, struct cm_entry 
 	else
 		d->log_head = e;
 	d->log_tail = e;
+	e->in_log = true;
 	CM_STAT_ADD(core, msgs_logged, 1);
 	CM_STAT_ADD(core, bytes_logged, e->len);
 	CM_STAT_ADD(core, log_bytes_held, e->len);
@@ -435,6 +439,11 @@ bool cm_dest_add_msg(struct cm_core *core, struct cm_dest *d, struct cm_entry *e
 		return false;
 	}
 	log_append(core, d, e);
+	/* Past three quarters of the bound, a message nobody asked for yet
+	 * goes to disk at once: the receiver may be held back itself, its
+	 * requests queued behind a MSG, and only freeing memory lets it on. */
+	if (cm_logmem_over(core->cfg.mem, 192) && e->payload && !cm_buf_partial(e->payload))
+		cm_spill_entry(core, e);
 
 	if (d->nprobes > 0) {
 		/* Still undelivered: answer every blocking probe it satisfies. */
@@ -478,30 +487,54 @@ bool cm_dest_probe(struct cm_core *core, struct cm_dest *d, struct cm_session *s
 	return true;
 }
 
+/* Past the delivered-bytes budget (cfg.log_mem) or half the memory bound
+ * (cfg.mem), delivered entries leave memory, oldest first. */
+static bool over_budget(struct cm_core *core, uint64_t kept)
+{
+	return kept > core->cfg.log_mem || cm_logmem_over(core->cfg.mem, 128);
+}
+
+/* Undelivered entries the trim walks past to reach delivered ones behind
+ * them, per call: a message nobody receives must not pin the rest of the
+ * log in memory, nor make every trim walk the whole log. */
+#define TRIM_SKIP_MAX 64
+
 void cm_dest_trim(struct cm_core *core, struct cm_dest *d)
 {
 	uint64_t kept = __atomic_load_n(&core->delivered_kept, __ATOMIC_RELAXED);
-	/* A payload still arriving (cut-through) is not fully logged: neither
-	 * it nor anything after it goes. */
-	while (kept > core->cfg.log_mem && d->log_head && d->log_head->delivered &&
-	       !cm_buf_partial(d->log_head->payload)) {
-		struct cm_entry *e = d->log_head;
-		d->log_head = e->log_next;
-		if (d->log_head == NULL)
-			d->log_tail = NULL;
+	struct cm_entry **link = &d->log_head, *prev = NULL;
+	unsigned skipped = 0;
+	while (*link && over_budget(core, kept)) {
+		struct cm_entry *e = *link;
+		/* A payload still arriving (cut-through) is not fully logged:
+		 * it stays, as does an undelivered message. */
+		if (!e->delivered || cm_buf_partial(e->payload)) {
+			if (++skipped > TRIM_SKIP_MAX)
+				break;
+			prev = e;
+			link = &e->log_next;
+			continue;
+		}
+		*link = e->log_next;
+		if (d->log_tail == e)
+			d->log_tail = prev;
+		e->log_next = NULL;
+		e->in_log = false;
 		kept =
 		    __atomic_sub_fetch(&core->delivered_kept, cm_entry_cost(e), __ATOMIC_RELAXED);
 		CM_STAT_SUB(core, log_entries_kept, 1);
-		CM_STAT_SUB(core, log_bytes_held, e->len);
+		if (!e->spilled)
+			CM_STAT_SUB(core, log_bytes_held, e->len);
 		struct cm_rec *r = (struct cm_rec *)cm_rec_find(d, e->req_id);
-		if (r && r->e == e && cm_spill_entry(core, e)) {
-			e->log_next = NULL; /* the record alone keeps it, payload on disk */
-			continue;
-		}
-		if (r && r->e == e) {
+		bool recorded = r && r->e == e;
+		if (recorded && (e->spilled || cm_spill_entry(core, e)))
+			continue; /* the record alone keeps it, payload on disk */
+		if (recorded) {
 			r->kind = CM_REC_TRIMMED;
 			r->e = NULL;
 		}
+		if (e->spilled && e->len > 0)
+			core->cfg.spill->del(core->cfg.spill_ctx, e->dst, e->seq);
 		cm_entry_free(e);
 	}
 	CM_STAT_SET(core, log_bytes_delivered_kept, kept);

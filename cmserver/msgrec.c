@@ -70,19 +70,20 @@ bool cm_spill_entry(struct cm_core *core, struct cm_entry *e)
 	e->payload = NULL;
 	e->spilled = true;
 	CM_STAT_ADD(core, log_bytes_spilled, e->len);
+	if (e->in_log)
+		CM_STAT_SUB(core, log_bytes_held, e->len);
 	return true;
 }
 
-/* DELIVER of a spilled entry: its payload back from the store into a
- * buffer the output queue holds until written; the entry stays without. */
-static bool emit_spilled(struct cm_core *core, struct cm_entry *e, struct cm_session *to,
-                         uint64_t req_id)
+bool cm_emit_entry(struct cm_core *core, struct cm_entry *e, struct cm_session *to, uint64_t req_id)
 {
-	if (e->len == 0) {
+	if (!e->spilled || e->len == 0) {
 		cm_emit_deliver(e, to, req_id);
 		return true;
 	}
-	struct cm_buf *b = cm_buf_new(e->len);
+	/* Its payload back from the store into a buffer the output queue
+	 * holds until written; the entry stays without. */
+	struct cm_buf *b = cm_buf_new(core->cfg.mem, e->len);
 	if (b == NULL ||
 	    core->cfg.spill->get(core->cfg.spill_ctx, e->dst, e->seq, b->data, e->len) < 0) {
 		cm_buf_unref(b);
@@ -110,12 +111,10 @@ enum cm_replay cm_dest_replay(struct cm_core *core, struct cm_dest *d, struct cm
 			return CM_REPLAY_DIVERGED;
 		if (!accepts(h->src, h->tag, h->ctx, rec->e->src, rec->e->tag, rec->e->ctx))
 			return CM_REPLAY_DIVERGED;
-		if (rec->e->spilled && !emit_spilled(core, rec->e, s, h->clock)) {
+		if (!cm_emit_entry(core, rec->e, s, h->clock)) {
 			CM_STAT_ADD(core, replay_lost, 1);
 			return CM_REPLAY_LOST;
 		}
-		if (!rec->e->spilled)
-			cm_emit_deliver(rec->e, s, h->clock);
 		CM_STAT_ADD(core, msgs_replayed, 1);
 		return CM_REPLAY_DONE;
 	case CM_REC_TRIMMED:
@@ -250,12 +249,12 @@ void cm_dest_gc(struct cm_core *core, struct cm_dest *d, uint64_t req_cut, uint6
 		if (e->delivered && e->req_id < req_cut && cm_buf_partial(e->payload))
 			req_cut = e->req_id;
 	if (req_cut > d->recs_base) {
-		/* Spilled entries are in no log list: the record held them. First,
-		 * while every record still points at a live entry. */
+		/* Spilled entries out of the log list: the record held them.
+		 * First, while every record still points at a live entry. */
 		uint64_t spilled = 0;
 		for (uint64_t i = 0; i < req_cut - d->recs_base; i++) {
 			struct cm_rec *r = &d->recs[i];
-			if (r->kind != CM_REC_DELIVER || !r->e->spilled)
+			if (r->kind != CM_REC_DELIVER || r->e->in_log)
 				continue;
 			if (r->e->len > 0)
 				core->cfg.spill->del(core->cfg.spill_ctx, r->e->dst, r->e->seq);
@@ -281,7 +280,12 @@ void cm_dest_gc(struct cm_core *core, struct cm_dest *d, uint64_t req_cut, uint6
 			kept = __atomic_sub_fetch(&core->delivered_kept, cm_entry_cost(e),
 			                          __ATOMIC_RELAXED);
 			dropped++;
-			CM_STAT_SUB(core, log_bytes_held, e->len);
+			if (e->spilled) {
+				if (e->len > 0)
+					core->cfg.spill->del(core->cfg.spill_ctx, e->dst, e->seq);
+			} else {
+				CM_STAT_SUB(core, log_bytes_held, e->len);
+			}
 			cm_entry_free(e);
 		}
 		if (dropped) {

@@ -10,11 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct cm_buf *cm_buf_new(uint32_t len)
+struct cm_buf *cm_buf_new(struct cm_logmem *mem, uint32_t len)
 {
-	struct cm_buf *b = malloc(sizeof *b + len);
+	size_t got;
+	struct cm_buf *b = cm_logmem_alloc(mem, sizeof *b + len, &got);
 	if (b == NULL)
 		return NULL;
+	b->mem = mem;
+	b->alloc = got;
 	b->refs = 1;
 	b->len = len;
 	b->filled = len;
@@ -32,7 +35,7 @@ void cm_buf_unref(struct cm_buf *b)
 {
 	if (b && __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) == 0) {
 		cm_cut_waiters_free(b); /* a partial payload nobody completed */
-		free(b);
+		cm_logmem_release(b->mem, b, b->alloc);
 	}
 }
 

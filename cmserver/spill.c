@@ -1,14 +1,28 @@
-/* The spill store of cmserver (--log-mem, --spill-dir): delivered payloads
- * past the in-memory budget, in an LMDB database keyed by (destination
- * rank, log position), read back when a re-executed rank is replayed. The
- * store lives only as long as the server (the log itself is volatile), so
- * nothing is synced to disk and a directory cmserver made itself is removed
- * at exit.
+/* The spill store of cmserver (--log-mem, --spill-dir): the payloads the
+ * log moves out of memory, in the shape of Kafka's log.
  *
- * With a log-writer thread (every mode), the engine thread that
- * trims the log only queues the payload buffer (one reference more, no
- * copy); the writer stores queued payloads in batches, one transaction
- * each, and a replay meanwhile reads the buffer from the queue. */
+ *  - Payloads are appended to the log file by one log-writer thread, a
+ *    batch per pwritev: the disk sees large sequential writes, and the page
+ *    cache is the buffer. The file is cut into segments of SEGMENT_SIZE
+ *    (a payload never straddles two).
+ *  - An LMDB index beside it maps (destination rank, log position) to
+ *    (segment, file offset, length); one index transaction per batch.
+ *  - A replay reads a payload back by position (one pread).
+ *  - A segment whose payloads were all collected (a committed checkpoint
+ *    covers them) gives its disk space back (a hole punched over it).
+ *
+ * The engine thread that spills only queues the payload buffer (a
+ * reference, no copy) with the position it reserves in the current
+ * segment; the writer stores queued payloads in order and then releases
+ * them, which frees their memory (logmem.c). The queue needs no bound of
+ * its own: every payload in it is charged to the log memory, so a writer
+ * that falls behind, or a full disk, holds the senders back (cm_session_held)
+ * instead of growing the CM.
+ *
+ * The log of a CM lives as long as the CM: both files are unlinked as soon
+ * as they are open, and a directory the store made itself is removed at once.
+ * Whatever ends the CM -- exit, SIGKILL, the OOM killer -- the kernel frees
+ * the space with the last descriptor; nothing is left on disk. */
 #include "config.h"
 
 #include "spill.h"
@@ -17,6 +31,8 @@
 #include "log.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <lmdb.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -24,31 +40,56 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
-/* Address space, not disk: LMDB maps the file, which grows as it fills. */
-#define SPILL_MAP_SIZE (256ull << 30)
+#define SEGMENT_SIZE (256ull << 20)
+/* Address space, not disk: the index is ~100 bytes a payload. */
+#define INDEX_MAP_SIZE (64ull << 30)
+#define WRITE_BATCH_MAX (64u << 20) /* bytes per pwritev */
+#define RETRY_NS (100 * 1000 * 1000)
 
-/* A payload (or a deletion) waiting for the log-writer thread. */
+/* A payload (or a deletion) waiting for the log writer. */
 struct pending {
 	struct pending *next;
 	int32_t dst;
 	uint64_t seq;
 	struct cm_buf *buf; /* NULL: delete the key */
+	uint32_t seg;
+	uint64_t off;
+	uint32_t del_len; /* a deletion that found its payload: its length */
+};
+
+struct segment {
+	uint64_t base, end; /* its range of the log file */
+	uint64_t live;      /* payload bytes in it not collected yet */
 };
 
 struct cm_spill_store {
+	char *dir;
 	MDB_env *env;
 	MDB_dbi dbi;
-	char *dir;
-	bool made_dir; /* a temporary directory of ours: removed at close */
-	/* Log-writer thread (async stores only). */
-	bool async;
 	pthread_t writer;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
 	struct pending *head, *tail; /* under mu, in queue order */
 	bool stop;
+	int fd; /* the log file (unlinked) */
+	/* Segments (under mu): segs[i] is segment i; payloads are reserved at
+	 * the end of the last one. */
+	struct segment *segs;
+	uint32_t nsegs, segs_cap;
+	bool punch_said;
+	/* Writer statistics (writer thread, read at close). */
+	uint64_t bytes_written, batches;
+	double write_seconds;
+	bool disk_full_said;
+};
+
+struct location {
+	uint32_t seg, len;
+	uint64_t off;
 };
 
 static void make_key(uint8_t key[12], int32_t dst, uint64_t seq)
@@ -60,79 +101,71 @@ static void make_key(uint8_t key[12], int32_t dst, uint64_t seq)
 		key[4 + i] = (uint8_t)(seq >> (56 - 8 * i));
 }
 
-static int spill_put(void *ctx, int32_t dst, uint64_t seq, const void *data, uint32_t len)
+static double now_seconds(void)
 {
-	struct cm_spill_store *st = ctx;
-	uint8_t k[12];
-	make_key(k, dst, seq);
-	MDB_val key = {sizeof k, k}, val = {len, (void *)data};
-	MDB_txn *txn;
-	int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
-	if (rc == 0) {
-		rc = mdb_put(txn, st->dbi, &key, &val, 0);
-		rc = rc == 0 ? mdb_txn_commit(txn) : (mdb_txn_abort(txn), rc);
-	}
-	if (rc != 0) {
-		cm_err("spill store %s: cannot store %u bytes for rank %d: %s", st->dir,
-		       (unsigned)len, (int)dst, mdb_strerror(rc));
-		return -1;
-	}
-	return 0;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static int spill_get(void *ctx, int32_t dst, uint64_t seq, void *out, uint32_t len)
+/* ---- the engine's side: reserve, queue, read back ---- */
+
+/* Room for a segment index (under mu). */
+static bool segs_reserve(struct cm_spill_store *st)
+{
+	if (st->nsegs < st->segs_cap)
+		return true;
+	uint32_t cap = st->segs_cap ? st->segs_cap * 2 : 16;
+	struct segment *s = realloc(st->segs, (size_t)cap * sizeof *s);
+	if (s == NULL)
+		return false;
+	st->segs = s;
+	st->segs_cap = cap;
+	return true;
+}
+
+static int spill_put_buf(void *ctx, int32_t dst, uint64_t seq, struct cm_buf *buf)
 {
 	struct cm_spill_store *st = ctx;
-	uint8_t k[12];
-	make_key(k, dst, seq);
-	MDB_val key = {sizeof k, k}, val;
-	MDB_txn *txn;
-	int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
-	if (rc == 0) {
-		rc = mdb_get(txn, st->dbi, &key, &val);
-		if (rc == 0 && val.mv_size != len)
-			rc = MDB_CORRUPTED;
-		if (rc == 0)
-			memcpy(out, val.mv_data, len);
-		mdb_txn_abort(txn);
-	}
-	if (rc != 0) {
-		cm_err("spill store %s: cannot read back message %llu of rank %d: %s", st->dir,
-		       (unsigned long long)seq, (int)dst, mdb_strerror(rc));
+	struct pending *p = malloc(sizeof *p);
+	if (p == NULL)
 		return -1;
+	pthread_mutex_lock(&st->mu);
+	struct segment *cur = st->nsegs ? &st->segs[st->nsegs - 1] : NULL;
+	if (cur == NULL ||
+	    (cur->end > cur->base && cur->end - cur->base + buf->len > SEGMENT_SIZE)) {
+		if (!segs_reserve(st)) {
+			pthread_mutex_unlock(&st->mu);
+			free(p);
+			return -1;
+		}
+		uint64_t base = cur ? cur->end : 0;
+		cur = &st->segs[st->nsegs++];
+		*cur = (struct segment){.base = base, .end = base, .live = 0};
 	}
+	cm_buf_ref(buf);
+	*p = (struct pending){
+	    .dst = dst, .seq = seq, .buf = buf, .seg = st->nsegs - 1, .off = cur->end};
+	cur->end += buf->len;
+	cur->live += buf->len;
+	if (st->tail)
+		st->tail->next = p;
+	else
+		st->head = p;
+	st->tail = p;
+	pthread_cond_signal(&st->cond);
+	pthread_mutex_unlock(&st->mu);
 	return 0;
 }
 
 static void spill_del(void *ctx, int32_t dst, uint64_t seq)
 {
 	struct cm_spill_store *st = ctx;
-	uint8_t k[12];
-	make_key(k, dst, seq);
-	MDB_val key = {sizeof k, k};
-	MDB_txn *txn;
-	if (mdb_txn_begin(st->env, NULL, 0, &txn) != 0)
-		return;
-	if (mdb_del(txn, st->dbi, &key, NULL) == 0)
-		mdb_txn_commit(txn);
-	else
-		mdb_txn_abort(txn);
-}
-
-/* The newest queued entry for the key, under mu. */
-static struct pending *pending_find(struct cm_spill_store *st, int32_t dst, uint64_t seq)
-{
-	struct pending *found = NULL;
-	for (struct pending *p = st->head; p; p = p->next)
-		if (p->dst == dst && p->seq == seq)
-			found = p;
-	return found;
-}
-
-static void enqueue(struct cm_spill_store *st, struct pending *p)
-{
+	struct pending *p = malloc(sizeof *p);
+	if (p == NULL)
+		return; /* the payload stays on disk until the store goes */
+	*p = (struct pending){.dst = dst, .seq = seq, .buf = NULL};
 	pthread_mutex_lock(&st->mu);
-	p->next = NULL;
 	if (st->tail)
 		st->tail->next = p;
 	else
@@ -142,44 +175,205 @@ static void enqueue(struct cm_spill_store *st, struct pending *p)
 	pthread_mutex_unlock(&st->mu);
 }
 
-static int spill_put_buf(void *ctx, int32_t dst, uint64_t seq, struct cm_buf *buf)
+static int index_lookup(struct cm_spill_store *st, MDB_txn *txn, int32_t dst, uint64_t seq,
+                        struct location *loc)
+{
+	uint8_t k[12];
+	make_key(k, dst, seq);
+	MDB_val key = {sizeof k, k}, val;
+	int rc = mdb_get(txn, st->dbi, &key, &val);
+	if (rc == 0 && val.mv_size != sizeof *loc)
+		rc = MDB_CORRUPTED;
+	if (rc == 0)
+		memcpy(loc, val.mv_data, sizeof *loc);
+	return rc;
+}
+
+static int spill_get(void *ctx, int32_t dst, uint64_t seq, void *out, uint32_t len)
 {
 	struct cm_spill_store *st = ctx;
-	struct pending *p = malloc(sizeof *p);
-	if (p == NULL)
+	/* Still queued: the newest queued operation on the key decides. */
+	pthread_mutex_lock(&st->mu);
+	struct pending *found = NULL;
+	for (struct pending *p = st->head; p; p = p->next)
+		if (p->dst == dst && p->seq == seq)
+			found = p;
+	if (found && found->buf && found->buf->len == len) {
+		memcpy(out, found->buf->data, len);
+		pthread_mutex_unlock(&st->mu);
+		return 0;
+	}
+	pthread_mutex_unlock(&st->mu);
+	if (found) {
+		cm_err("spill store %s: message %llu of rank %d was collected", st->dir,
+		       (unsigned long long)seq, (int)dst);
 		return -1;
-	cm_buf_ref(buf);
-	*p = (struct pending){.dst = dst, .seq = seq, .buf = buf};
-	enqueue(st, p);
+	}
+
+	MDB_txn *txn;
+	struct location loc;
+	int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
+	if (rc == 0) {
+		rc = index_lookup(st, txn, dst, seq, &loc);
+		mdb_txn_abort(txn);
+	}
+	if (rc == 0 && loc.len != len)
+		rc = MDB_CORRUPTED;
+	if (rc != 0) {
+		cm_err("spill store %s: cannot find message %llu of rank %d: %s", st->dir,
+		       (unsigned long long)seq, (int)dst, mdb_strerror(rc));
+		return -1;
+	}
+	size_t done = 0;
+	while (done < len) {
+		ssize_t r =
+		    pread(st->fd, (uint8_t *)out + done, len - done, (off_t)(loc.off + done));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			cm_err("spill store %s: reading back message %llu of rank %d: %s", st->dir,
+			       (unsigned long long)seq, (int)dst,
+			       r < 0 ? strerror(errno) : "short segment");
+			return -1;
+		}
+		done += (size_t)r;
+	}
 	return 0;
 }
 
-static int spill_get_async(void *ctx, int32_t dst, uint64_t seq, void *out, uint32_t len)
+/* ---- the log writer ---- */
+
+/* Writes the payloads of [from, to] (to included) that are contiguous in
+ * one segment, from `from` on; returns the last one written, or NULL after
+ * an error (errno set). */
+static struct pending *write_run(struct cm_spill_store *st, struct pending *from,
+                                 struct pending *to)
 {
-	struct cm_spill_store *st = ctx;
+	struct iovec iov[IOV_MAX];
+	int n = 0;
+	size_t bytes = 0;
+	struct pending *last = from;
+	for (struct pending *p = from;; p = p->next) {
+		if (p->buf) {
+			if (n > 0 && (p->seg != from->seg || p->off != from->off + bytes ||
+			              n == IOV_MAX || bytes >= WRITE_BATCH_MAX))
+				break;
+			iov[n].iov_base = p->buf->data;
+			iov[n].iov_len = p->buf->len;
+			bytes += p->buf->len;
+			n++;
+		}
+		last = p;
+		if (p == to)
+			break;
+	}
+	if (n == 0)
+		return last;
+	int fd = st->fd;
+	size_t done = 0;
+	int i = 0;
+	while (done < bytes) {
+		ssize_t w = pwritev(fd, iov + i, n - i, (off_t)(from->off + done));
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w == 0)
+				errno = ENOSPC;
+			return NULL;
+		}
+		done += (size_t)w;
+		while (i < n && (size_t)w >= iov[i].iov_len) {
+			w -= (ssize_t)iov[i].iov_len;
+			i++;
+		}
+		if (i < n) {
+			iov[i].iov_base = (uint8_t *)iov[i].iov_base + w;
+			iov[i].iov_len -= (size_t)w;
+		}
+	}
+	st->bytes_written += bytes;
+	return last;
+}
+
+/* len bytes of segment i were collected: once nothing in it is live and
+ * payloads are reserved past it, its disk space is given back. */
+static void segment_release(struct cm_spill_store *st, uint32_t i, uint32_t len)
+{
+	uint64_t base = 0, size = 0;
 	pthread_mutex_lock(&st->mu);
-	struct pending *p = pending_find(st, dst, seq);
-	bool queued = p && p->buf && p->buf->len == len;
-	if (queued)
-		memcpy(out, p->buf->data, len);
+	st->segs[i].live -= len;
+	if (st->segs[i].live == 0 && i + 1 < st->nsegs) {
+		base = st->segs[i].base;
+		size = st->segs[i].end - base;
+		st->segs[i].end = base; /* done: nothing to give back twice */
+	}
 	pthread_mutex_unlock(&st->mu);
-	if (p && !queued)
-		return -1; /* deleted, or another length */
-	return queued ? 0 : spill_get(ctx, dst, seq, out, len);
+	if (size > 0 &&
+	    fallocate(st->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)base,
+	              (off_t)size) < 0 &&
+	    !st->punch_said) {
+		st->punch_said = true;
+		cm_info("spill store %s: collected segments keep their disk space until the CM "
+		        "exits (%s)",
+		        st->dir, strerror(errno));
+	}
 }
 
-static void spill_del_async(void *ctx, int32_t dst, uint64_t seq)
+/* The index operations of one batch, in one transaction. */
+static int index_batch(struct cm_spill_store *st, struct pending *first, struct pending *last)
 {
-	struct cm_spill_store *st = ctx;
-	struct pending *p = malloc(sizeof *p);
-	if (p == NULL)
-		return; /* the key stays on disk until the store goes */
-	*p = (struct pending){.dst = dst, .seq = seq, .buf = NULL};
-	enqueue(st, p);
+	MDB_txn *txn;
+	int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
+	if (rc != 0)
+		return rc;
+	for (struct pending *p = first; rc == 0; p = p->next) {
+		uint8_t k[12];
+		make_key(k, p->dst, p->seq);
+		MDB_val key = {sizeof k, k};
+		if (p->buf) {
+			struct location loc = {.seg = p->seg, .len = p->buf->len, .off = p->off};
+			MDB_val val = {sizeof loc, &loc};
+			rc = mdb_put(txn, st->dbi, &key, &val, 0);
+		} else {
+			struct location loc;
+			rc = index_lookup(st, txn, p->dst, p->seq, &loc);
+			if (rc == 0)
+				rc = mdb_del(txn, st->dbi, &key, NULL);
+			p->del_len = 0;
+			if (rc == 0) {
+				p->seg = loc.seg; /* accounted once the batch is in */
+				p->del_len = loc.len;
+			} else if (rc == MDB_NOTFOUND) {
+				rc = 0;
+			}
+		}
+		if (p == last)
+			break;
+	}
+	if (rc == 0)
+		return mdb_txn_commit(txn);
+	mdb_txn_abort(txn);
+	return rc;
 }
 
-/* Stores every queued payload in one transaction, then drops them from
- * the queue: until then get finds them there. */
+/* Waits RETRY_NS unless the store is closing (under mu). */
+static void retry_pause(struct cm_spill_store *st)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += RETRY_NS;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	if (!st->stop)
+		pthread_cond_timedwait(&st->cond, &st->mu, &ts);
+}
+
+/* Stores queued payloads, a batch at a time: the payload bytes first, then
+ * their index entries; only then are they dropped from the queue (until
+ * then get finds them there). A write that fails (a full disk) is said
+ * once and retried: the payloads stay queued, and charged, meanwhile. */
 static void *writer_main(void *arg)
 {
 	struct cm_spill_store *st = arg;
@@ -187,48 +381,55 @@ static void *writer_main(void *arg)
 	for (;;) {
 		while (st->head == NULL && !st->stop)
 			pthread_cond_wait(&st->cond, &st->mu);
-		if (st->head == NULL)
-			break;
-		struct pending *last = st->tail;
+		if (st->stop)
+			break; /* the job is over: nothing will read the log again */
+		struct pending *first = st->head, *last = st->tail;
 		pthread_mutex_unlock(&st->mu);
 
-		MDB_txn *txn = NULL;
-		int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
-		if (rc != 0)
-			txn = NULL;
-		for (struct pending *p = st->head; rc == 0; p = p->next) {
-			uint8_t k[12];
-			make_key(k, p->dst, p->seq);
-			MDB_val key = {sizeof k, k};
-			if (p->buf) {
-				MDB_val val = {p->buf->len, p->buf->data};
-				rc = mdb_put(txn, st->dbi, &key, &val, 0);
-			} else if (mdb_del(txn, st->dbi, &key, NULL) == MDB_NOTFOUND) {
-				rc = 0;
-			}
-			if (p == last)
+		double t0 = now_seconds();
+		int err = 0, rc = 0;
+		for (struct pending *p = first; p;) {
+			struct pending *done = write_run(st, p, last);
+			if (done == NULL) {
+				err = errno;
 				break;
+			}
+			if (done == last)
+				break;
+			p = done->next;
 		}
-		if (rc == 0)
-			rc = mdb_txn_commit(txn);
-		else if (txn)
-			mdb_txn_abort(txn);
-		if (rc != 0)
-			cm_err("spill store %s: log writer: %s (those payloads cannot be replayed)",
-			       st->dir, mdb_strerror(rc));
+		if (err == 0)
+			rc = index_batch(st, first, last);
+		st->write_seconds += now_seconds() - t0;
 
 		pthread_mutex_lock(&st->mu);
-		struct pending *batch = st->head;
+		if (err != 0 || rc != 0) {
+			if (!st->disk_full_said)
+				cm_err(
+				    "spill store %s: %s; the log is held in memory and senders are "
+				    "held back until it can be written",
+				    st->dir, err ? strerror(err) : mdb_strerror(rc));
+			st->disk_full_said = true;
+			retry_pause(st);
+			continue;
+		}
+		if (st->disk_full_said)
+			cm_info("spill store %s: writing again", st->dir);
+		st->disk_full_said = false;
+		st->batches++;
 		st->head = last->next;
 		if (st->head == NULL)
 			st->tail = NULL;
 		last->next = NULL;
 		pthread_mutex_unlock(&st->mu);
-		while (batch) {
-			struct pending *next = batch->next;
-			cm_buf_unref(batch->buf);
-			free(batch);
-			batch = next;
+		while (first) {
+			struct pending *next = first->next;
+			if (first->buf)
+				cm_buf_unref(first->buf); /* its memory can take a new payload */
+			else if (first->del_len > 0)
+				segment_release(st, first->seg, first->del_len);
+			free(first);
+			first = next;
 		}
 		pthread_mutex_lock(&st->mu);
 	}
@@ -236,50 +437,74 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
-const struct cm_spill_ops cm_spill_lmdb = {.put = spill_put, .get = spill_get, .del = spill_del};
-const struct cm_spill_ops cm_spill_lmdb_async = {
-    .put = spill_put, .put_buf = spill_put_buf, .get = spill_get_async, .del = spill_del_async};
+const struct cm_spill_ops cm_spill_segments = {
+    .put_buf = spill_put_buf, .get = spill_get, .del = spill_del};
+
+/* ---- opening and closing ---- */
+
+static char *make_dir(const char *dir, bool *made)
+{
+	*made = false;
+	if (dir) {
+		if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+			cm_err("spill store: cannot create %s: %s", dir, strerror(errno));
+			return NULL;
+		}
+		struct stat sb;
+		if (stat(dir, &sb) < 0 || !S_ISDIR(sb.st_mode) || access(dir, W_OK | X_OK) < 0) {
+			cm_err("spill store: %s is not a writable directory", dir);
+			return NULL;
+		}
+		return strdup(dir);
+	}
+	const char *tmp = getenv("TMPDIR");
+	if (tmp == NULL || *tmp == '\0')
+		tmp = "/tmp";
+	char *path;
+	if (asprintf(&path, "%s/cmserver-spill-XXXXXX", tmp) < 0)
+		return NULL;
+	if (mkdtemp(path) == NULL) {
+		cm_err("spill store: cannot create a directory in %s: %s", tmp, strerror(errno));
+		free(path);
+		return NULL;
+	}
+	*made = true;
+	return path;
+}
 
 struct cm_spill_store *cm_spill_store_open(const char *dir)
 {
 	struct cm_spill_store *st = calloc(1, sizeof *st);
-	if (st == NULL) {
-		cm_err("spill store: out of memory");
-		return NULL;
-	}
-	if (dir) {
-		if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-			cm_err("spill store: cannot create %s: %s", dir, strerror(errno));
-			free(st);
-			return NULL;
-		}
-		st->dir = strdup(dir);
-	} else {
-		const char *tmp = getenv("TMPDIR");
-		if (asprintf(&st->dir, "%s/cmserver-spill-XXXXXX", tmp && *tmp ? tmp : "/tmp") < 0)
-			st->dir = NULL;
-		else if (mkdtemp(st->dir) == NULL) {
-			cm_err("spill store: cannot create a directory in %s: %s",
-			       tmp && *tmp ? tmp : "/tmp", strerror(errno));
-			free(st->dir);
-			free(st);
-			return NULL;
-		} else
-			st->made_dir = true;
-	}
-	if (st->dir == NULL) {
-		cm_err("spill store: out of memory");
+	bool made = false;
+	if (st == NULL || (st->dir = make_dir(dir, &made)) == NULL) {
+		if (st && dir == NULL)
+			cm_err("spill store: out of memory");
 		free(st);
 		return NULL;
 	}
+	char index[PATH_MAX], lock[PATH_MAX + 8], logf[PATH_MAX];
+	snprintf(index, sizeof index, "%s/index.mdb", st->dir);
+	snprintf(lock, sizeof lock, "%s-lock", index);
+	snprintf(logf, sizeof logf, "%s/payloads.log", st->dir);
+	st->fd = open(logf, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (st->fd < 0) {
+		cm_err("spill store: cannot create %s: %s", logf, strerror(errno));
+		if (made)
+			rmdir(st->dir);
+		free(st->dir);
+		free(st);
+		return NULL;
+	}
+	unlink(logf);
 	MDB_txn *txn = NULL;
 	int rc = mdb_env_create(&st->env);
 	if (rc == 0)
-		rc = mdb_env_set_mapsize(st->env, SPILL_MAP_SIZE);
-	/* Volatile by design: no syncs; NOTLS because reads and writes come from
-	 * whichever engine thread replays or trims. */
+		rc = mdb_env_set_mapsize(st->env, INDEX_MAP_SIZE);
+	/* Volatile by design: no syncs. NOTLS: reads come from whichever
+	 * engine thread replays. */
 	if (rc == 0)
-		rc = mdb_env_open(st->env, st->dir, MDB_NOSYNC | MDB_NOMETASYNC | MDB_NOTLS, 0600);
+		rc = mdb_env_open(st->env, index,
+		                  MDB_NOSUBDIR | MDB_NOSYNC | MDB_NOMETASYNC | MDB_NOTLS, 0600);
 	if (rc == 0)
 		rc = mdb_txn_begin(st->env, NULL, 0, &txn);
 	if (rc == 0)
@@ -288,29 +513,42 @@ struct cm_spill_store *cm_spill_store_open(const char *dir)
 		rc = mdb_txn_commit(txn);
 		txn = NULL;
 	}
+	/* Open files survive their names: from here on nothing of the store
+	 * is visible on disk, so nothing can be left behind. */
+	unlink(index);
+	unlink(lock);
+	if (made)
+		rmdir(st->dir);
 	if (rc != 0) {
 		cm_err("spill store %s: %s", st->dir, mdb_strerror(rc));
 		if (txn)
 			mdb_txn_abort(txn);
-		cm_spill_store_close(st);
+		mdb_env_close(st->env);
+		close(st->fd);
+		free(st->dir);
+		free(st);
 		return NULL;
 	}
 	pthread_mutex_init(&st->mu, NULL);
 	pthread_cond_init(&st->cond, NULL);
 	int err = pthread_create(&st->writer, NULL, writer_main, st);
 	if (err) {
-		cm_err("spill store: no log-writer thread (%s): writing in place", strerror(err));
+		cm_err("spill store: no log-writer thread: %s", strerror(err));
 		pthread_mutex_destroy(&st->mu);
 		pthread_cond_destroy(&st->cond);
-	} else {
-		st->async = true;
+		mdb_env_close(st->env);
+		close(st->fd);
+		free(st->dir);
+		free(st);
+		return NULL;
 	}
 	return st;
 }
 
 const struct cm_spill_ops *cm_spill_store_ops(const struct cm_spill_store *st)
 {
-	return st->async ? &cm_spill_lmdb_async : &cm_spill_lmdb;
+	(void)st;
+	return &cm_spill_segments;
 }
 
 const char *cm_spill_store_dir(const struct cm_spill_store *st)
@@ -322,26 +560,29 @@ void cm_spill_store_close(struct cm_spill_store *st)
 {
 	if (st == NULL)
 		return;
-	if (st->async) { /* the writer drains the queue first */
-		pthread_mutex_lock(&st->mu);
-		st->stop = true;
-		pthread_cond_signal(&st->cond);
-		pthread_mutex_unlock(&st->mu);
-		pthread_join(st->writer, NULL);
-		pthread_mutex_destroy(&st->mu);
-		pthread_cond_destroy(&st->cond);
+	pthread_mutex_lock(&st->mu);
+	st->stop = true;
+	pthread_cond_signal(&st->cond);
+	pthread_mutex_unlock(&st->mu);
+	pthread_join(st->writer, NULL);
+	if (st->bytes_written > 0)
+		cm_info("spill store: %.1f MB written in %llu batches, %.2f s writing (%.2f GB/s)",
+		        (double)st->bytes_written / 1e6, (unsigned long long)st->batches,
+		        st->write_seconds,
+		        st->write_seconds > 0 ? (double)st->bytes_written / st->write_seconds / 1e9
+		                              : 0.0);
+	/* Queued payloads are dropped unwritten: the job is over. */
+	while (st->head) {
+		struct pending *next = st->head->next;
+		cm_buf_unref(st->head->buf);
+		free(st->head);
+		st->head = next;
 	}
-	if (st->env)
-		mdb_env_close(st->env);
-	if (st->made_dir) {
-		char path[4096];
-		static const char *const files[] = {"data.mdb", "lock.mdb"};
-		for (size_t i = 0; i < 2; i++) {
-			snprintf(path, sizeof path, "%s/%s", st->dir, files[i]);
-			unlink(path);
-		}
-		rmdir(st->dir);
-	}
+	close(st->fd);
+	free(st->segs);
+	pthread_mutex_destroy(&st->mu);
+	pthread_cond_destroy(&st->cond);
+	mdb_env_close(st->env);
 	free(st->dir);
 	free(st);
 }

@@ -1,0 +1,49 @@
+/* The memory the log's payloads live in (--log-mem): every payload buffer
+ * of the CM is charged here, so the bound covers the log, cut-through
+ * buffers, output queues and replay reads alike. Large buffers are carved
+ * from anonymous mappings (2 MiB-aligned and huge-page backed where the
+ * kernel allows) and kept for reuse when freed, so a steady run stops
+ * faulting in fresh pages; what is kept for reuse counts against the bound
+ * too. Thread-safe: the buffers are freed by whichever thread wrote them
+ * last (an engine's writer, the log writer). */
+#ifndef CHANMEM_LOGMEM_H
+#define CHANMEM_LOGMEM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct cm_logmem;
+
+struct cm_logmem_stats {
+	uint64_t limit;     /* the bound */
+	uint64_t live;      /* bytes in buffers in use */
+	uint64_t cached;    /* bytes in free buffers kept for reuse */
+	uint64_t peak_live; /* highest live seen */
+	uint64_t reused;    /* allocations served from the kept buffers */
+	uint64_t fresh;     /* allocations that mapped new memory */
+	uint64_t held;      /* times a sender was held back (backpressure) */
+};
+
+/* limit: the bound in bytes (UINT64_MAX: none). NULL when out of memory. */
+struct cm_logmem *cm_logmem_new(uint64_t limit);
+/* Every buffer must have been released. */
+void cm_logmem_free(struct cm_logmem *m);
+
+/* A block of at least size bytes, charged to m; *got is its real size
+ * (hand it back to cm_logmem_release). NULL when out of memory. m NULL:
+ * plain malloc, charged nowhere. */
+void *cm_logmem_alloc(struct cm_logmem *m, size_t size, size_t *got);
+void cm_logmem_release(struct cm_logmem *m, void *p, size_t got);
+
+/* May a sender's payload of len bytes come in now? True while it fits
+ * under the bound, or when nothing at all is live (a single payload larger
+ * than the bound is taken alone). A refusal is counted as a hold. */
+bool cm_logmem_admit(struct cm_logmem *m, uint64_t len);
+/* Live bytes are past this fraction of the bound (in 1/256ths). */
+bool cm_logmem_over(const struct cm_logmem *m, unsigned per256);
+void cm_logmem_stats(struct cm_logmem *m, struct cm_logmem_stats *out);
+/* One info line with the stats (at shutdown). */
+void cm_logmem_log_summary(struct cm_logmem *m);
+
+#endif
