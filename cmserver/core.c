@@ -451,6 +451,12 @@ void cm_core_dispatch(struct cm_session *s, struct cm_frame *f)
 	}
 }
 
+void cm_core_relieve(struct cm_core *core, int rank)
+{
+	if (rank >= 0 && (uint32_t)rank < cm_core_world_size(core))
+		cm_dest_relieve(core, &core->dests[rank]);
+}
+
 void cm_session_input(struct cm_session *s, size_t n)
 {
 	struct cm_frame f;

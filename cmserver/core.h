@@ -70,8 +70,9 @@
  *   cm_session_closed(s)     GLOBAL + SENDER(rank of s) + DEST(rank of s) + SESSION(s)
  *                            + OUTQ(s) (+ OUTQ of the newer incarnation it admits)
  *   cm_session_next_frame(s) SESSION(s); on a bad frame also OUTQ(s) (ERROR)
- *   cm_session_fill_notify(s) DEST(cm_session_fill_domain(s)) + SESSION(s)
- *                            (+ OUTQs, through the hooks)
+ *   cm_session_fill_notify(s) SENDER(rank of s) + DEST(cm_session_fill_domain(s))
+ *                            + SESSION(s) (+ OUTQs, through the hooks)
+ *   cm_core_relieve(core, r) DEST(r) (+ OUTQs)
  *   cm_session_out_*(s)      OUTQ(s)
  *
  * A HELLO of a newer incarnation waits while the old incarnation's
@@ -306,6 +307,12 @@ int cm_session_filling(const struct cm_session *s);
  * memory is freed by the log writer, by deliveries written out and by
  * collection, none of which needs s to be read. */
 int cm_session_held(const struct cm_session *s);
+/* While a sender is held, the engine offers every rank's log the chance to
+ * give memory back (each call in DEST(rank)): delivered payloads past the
+ * budget and undelivered ones near the bound go to the spill store. A rank
+ * whose requests are queued behind a held MSG may be the one whose
+ * messages fill the memory; nothing else would visit its log. */
+void cm_core_relieve(struct cm_core *core, int rank);
 
 /* Convenience for single-threaded engines: received + next_frame/dispatch
  * (and fill_notify) until no complete frame is left. */

@@ -361,8 +361,12 @@ bool cm_dest_probe(struct cm_core *core, struct cm_dest *d, struct cm_session *s
                    const struct cm_header *h);
 /* Drops every pending request and probe of s. */
 void cm_dest_drop_session(struct cm_dest *d, struct cm_session *s);
-/* Drops delivered entries from the head of d's log while over the budget. */
+/* Spills (or drops) delivered entries of d's log, oldest first, while over
+ * the budget. */
 void cm_dest_trim(struct cm_core *core, struct cm_dest *d);
+/* A sender is held for memory: every complete payload of d's log goes to
+ * the spill store, delivered or not, whatever the budget. */
+void cm_dest_relieve(struct cm_core *core, struct cm_dest *d);
 
 /* Shared by msglog.c (matching) and msgrec.c (the delivery record). */
 /* Slot recording request id (grows the record); NULL when the id is below

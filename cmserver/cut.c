@@ -128,7 +128,14 @@ void cm_session_fill_notify(struct cm_session *s)
 			hk->out_unlock(hk->ctx, to);
 	}
 	if (s->fill_got == b->len) {
-		/* Complete: from now on a buffer like any other. */
+		/* Complete: from now on a buffer like any other, and no re-send
+		 * can resume it, so the sender's reference goes too (a complete
+		 * payload pinned per sender would hold log memory forever). */
+		struct cm_sender *snd = &s->core->senders[s->rank];
+		if (snd->cut_buf == b) {
+			__atomic_store_n(&snd->cut_buf, NULL, __ATOMIC_RELAXED);
+			cm_buf_unref(b);
+		}
 		cm_cut_waiters_free(b);
 		cm_buf_unref(b);
 		s->fill = NULL;

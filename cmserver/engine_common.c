@@ -153,7 +153,7 @@ int cm_engine_threaded(const struct cm_server_opts *opts, const struct cm_listen
 	eng_locks_init(&e->locks);
 	pthread_mutex_init(&e->reg_mu, NULL);
 	struct cm_core_config cfg = {.max_payload = opts->max_message,
-	                             .log_mem = opts->log_mem / 2,
+	                             .log_mem = opts->log_mem / 8,
 	                             .mem = opts->mem,
 	                             .cut_through_min = opts->cut_through_min,
 	                             .hooks = {.ctx = e,

@@ -108,9 +108,22 @@ void eng_input(struct eng_locks *l, struct cm_session *s, size_t n)
 		int r = cm_session_fill_domain(s);
 		if (r < 0)
 			break;
+		int src = cm_session_rank(s);
+		pthread_mutex_lock(&l->sender[rank_stripe(src)]);
 		pthread_mutex_lock(&l->dest[rank_stripe(r)]);
 		cm_session_fill_notify(s);
 		pthread_mutex_unlock(&l->dest[rank_stripe(r)]);
+		pthread_mutex_unlock(&l->sender[rank_stripe(src)]);
+	}
+}
+
+void eng_relieve(struct eng_locks *l, struct cm_core *core)
+{
+	uint32_t n = cm_core_world_size(core);
+	for (uint32_t r = 0; r < n; r++) {
+		pthread_mutex_lock(&l->dest[rank_stripe((int)r)]);
+		cm_core_relieve(core, (int)r);
+		pthread_mutex_unlock(&l->dest[rank_stripe((int)r)]);
 	}
 }
 

@@ -32,6 +32,8 @@ void eng_dispatch(struct eng_locks *l, struct cm_session *s, struct cm_frame *f)
  * is dispatched under its locks, and the writers a cut-through payload
  * holds up are woken as it fills. */
 void eng_input(struct eng_locks *l, struct cm_session *s, size_t n);
+/* cm_core_relieve for every rank, each under its DEST lock. */
+void eng_relieve(struct eng_locks *l, struct cm_core *core);
 /* cm_session_closed under GLOBAL + DEST(rank). Returns the rank (-1 if it
  * never authenticated); *orderly: it said BYE or the server refused it. */
 int eng_session_closed(struct eng_locks *l, struct cm_session *s, bool *orderly);

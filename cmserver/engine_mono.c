@@ -188,6 +188,8 @@ static void on_hold(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct conn *c = w->data;
 	struct mono *m = c->m;
+	for (uint32_t r = 0; r < cm_core_world_size(m->core); r++)
+		cm_core_relieve(m->core, (int)r);
 	cm_session_input(c->s, 0);
 	if (!cm_session_held(c->s)) {
 		ev_timer_stop(loop, &c->hold);
@@ -275,7 +277,7 @@ int cm_engine_mono(const struct cm_server_opts *opts, const struct cm_listeners 
 {
 	struct mono m = {.nlisteners = ls->n};
 	struct cm_core_config cfg = {.max_payload = opts->max_message,
-	                             .log_mem = opts->log_mem / 2,
+	                             .log_mem = opts->log_mem / 8,
 	                             .mem = opts->mem,
 	                             .cut_through_min = opts->cut_through_min,
 	                             .hooks = {.ctx = &m, .wake = on_wake}};

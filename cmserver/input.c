@@ -354,7 +354,7 @@ int cm_session_next_frame(struct cm_session *s, struct cm_frame *f)
 				f->entry = NULL;
 				return 1;
 			}
-			if (!cm_logmem_admit(s->core->cfg.mem, h.len)) {
+			if (s->core->cfg.spill && !cm_logmem_admit(s->core->cfg.mem, h.len)) {
 				/* Backpressure: the header stays staged for the next
 				 * try, and the engine stops reading this sender. */
 				s->in_pos -= CM_HEADER_SIZE;

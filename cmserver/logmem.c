@@ -203,7 +203,7 @@ bool cm_logmem_admit(struct cm_logmem *m, uint64_t len)
 	if (m == NULL)
 		return true;
 	uint64_t live = __atomic_load_n(&m->live, __ATOMIC_RELAXED);
-	if (live == 0 || (live <= m->limit && len <= m->limit - live))
+	if (live <= m->limit / 4 || (live <= m->limit && len <= m->limit - live))
 		return true;
 	__atomic_add_fetch(&m->held, 1, __ATOMIC_RELAXED);
 	return false;

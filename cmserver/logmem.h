@@ -37,8 +37,10 @@ void *cm_logmem_alloc(struct cm_logmem *m, size_t size, size_t *got);
 void cm_logmem_release(struct cm_logmem *m, void *p, size_t got);
 
 /* May a sender's payload of len bytes come in now? True while it fits
- * under the bound, or when nothing at all is live (a single payload larger
- * than the bound is taken alone). A refusal is counted as a hold. */
+ * under the bound, and whatever its size while less than a quarter of the
+ * bound is live (a payload larger than three quarters of the bound is
+ * taken then, and may pass the bound by its own size). A refusal is
+ * counted as a hold. */
 bool cm_logmem_admit(struct cm_logmem *m, uint64_t len);
 /* Live bytes are past this fraction of the bound (in 1/256ths). */
 bool cm_logmem_over(const struct cm_logmem *m, unsigned per256);

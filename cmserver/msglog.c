@@ -499,17 +499,21 @@ static bool over_budget(struct cm_core *core, uint64_t kept)
  * log in memory, nor make every trim walk the whole log. */
 #define TRIM_SKIP_MAX 64
 
-void cm_dest_trim(struct cm_core *core, struct cm_dest *d)
+static void trim(struct cm_core *core, struct cm_dest *d, bool force)
 {
 	uint64_t kept = __atomic_load_n(&core->delivered_kept, __ATOMIC_RELAXED);
 	struct cm_entry **link = &d->log_head, *prev = NULL;
 	unsigned skipped = 0;
-	while (*link && over_budget(core, kept)) {
+	while (*link && (force || over_budget(core, kept))) {
 		struct cm_entry *e = *link;
 		/* A payload still arriving (cut-through) is not fully logged:
-		 * it stays, as does an undelivered message. */
+		 * it stays, as does an undelivered message (spilled, near the
+		 * bound, once complete). */
 		if (!e->delivered || cm_buf_partial(e->payload)) {
-			if (++skipped > TRIM_SKIP_MAX)
+			if (!e->delivered && e->payload && !cm_buf_partial(e->payload) &&
+			    (force || cm_logmem_over(core->cfg.mem, 192)))
+				cm_spill_entry(core, e);
+			if (++skipped > TRIM_SKIP_MAX && !force)
 				break;
 			prev = e;
 			link = &e->log_next;
@@ -538,4 +542,15 @@ void cm_dest_trim(struct cm_core *core, struct cm_dest *d)
 		cm_entry_free(e);
 	}
 	CM_STAT_SET(core, log_bytes_delivered_kept, kept);
+}
+
+void cm_dest_trim(struct cm_core *core, struct cm_dest *d)
+{
+	trim(core, d, false);
+}
+
+void cm_dest_relieve(struct cm_core *core, struct cm_dest *d)
+{
+	if (core->cfg.spill)
+		trim(core, d, true);
 }
