@@ -112,7 +112,8 @@ run_mode() {
 		fail "$name: output differs: $(head -c 400 "$out")"
 	local left
 	left=$(ls -A "$tmp")
-	[ -z "$left" ] || fail "$name: left in the CM's \$TMPDIR: $left"
+	[ -z "$left" ] || fail "$name: left in the CM's \$TMPDIR: $left" \
+		"($(grep -E 'cmserver 0 .*(exited|killed)|SIGKILL' "$err" | tr '\n' ' '))"
 }
 
 for mode in ${MODES_ONLY:-mono thread-per-client multiplexer specialized}; do
