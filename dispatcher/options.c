@@ -12,12 +12,32 @@
 #include <strings.h>
 
 #include <arpa/inet.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "launch.h"
 #include "units.h"
 
 static const char *const known_modes[] = {"mono", "thread-per-client", "multiplexer",
                                           "specialized"};
+
+/* The CM options: a row each, so that a new cmserver option reaches the CMs
+ * with one line here and one in the help. */
+enum cm_opt_kind { CM_OPT_SIZE, CM_OPT_COUNT, CM_OPT_DIR, CM_OPT_FLAG };
+static const struct cm_opt_spec {
+	const char *flag; /* the same on cmrun's command line and cmserver's */
+	enum cm_opt_kind kind;
+	uint64_t min, max;
+	const char *wants; /* "--FLAG takes WANTS, not '...'" */
+} cm_opt_specs[CMRUN_CM_OPTS] = {
+    [CMRUN_CM_LOG_MEM] = {"--log-mem", CM_OPT_SIZE, 0, UINT64_MAX, "a size such as 512MiB"},
+    [CMRUN_CM_SPILL_DIR] = {"--spill-dir", CM_OPT_DIR, 0, 0, "a directory"},
+    [CMRUN_CM_NO_SPILL] = {"--no-spill", CM_OPT_FLAG, 0, 0, NULL},
+    [CMRUN_CM_CUT_THROUGH_MIN] = {"--cut-through-min", CM_OPT_SIZE, 0, UINT32_MAX,
+                                  "a size from 0 (off) to 4GiB-1 such as 256KiB"},
+    [CMRUN_CM_THREADS] = {"--threads", CM_OPT_COUNT, 1, CMRUN_MAX_CM_THREADS,
+                          "a number of threads from 1 to 64"},
+};
 
 static void usage(FILE *out)
 {
@@ -41,6 +61,23 @@ static void usage(FILE *out)
 	    "                         unix socket when rank and CM are on the same host,\n"
 	    "                         cheaper than TCP loopback; TCP otherwise) or tcp\n"
 	    "                         (TCP everywhere)\n"
+	    "\n"
+	    "Channel memory options (transport cm), given to every cmserver cmrun starts\n"
+	    "(cmserver --help has the details; the defaults are cmserver's):\n"
+	    "      --log-mem B        bound on each CM's message memory (e.g. 512MiB;\n"
+	    "                         default 1GiB, or a quarter of the host's memory if\n"
+	    "                         less): past half of it the log spills to disk, at it\n"
+	    "                         the CM holds the senders back\n"
+	    "      --spill-dir DIR    CM k spills to DIR/cm-k, which it creates (DIR must\n"
+	    "                         exist on the CM's host; the files are unlinked once\n"
+	    "                         open, the empty DIR/cm-k stays). Default: a new\n"
+	    "                         directory under the CM's $TMPDIR\n"
+	    "      --no-spill         drop the log past --log-mem instead of spilling it: a\n"
+	    "                         rank restarted after that cannot be replayed\n"
+	    "      --cut-through-min B  forward messages of at least B bytes as they arrive\n"
+	    "                         (default 256KiB; 0: off)\n"
+	    "      --threads N        cmserver threads of --mode multiplexer or specialized\n"
+	    "                         (1..%d; default $CHANMEM_CM_THREADS, else 2)\n"
 	    "\n"
 	    "Fault tolerance (transport cm): a rank killed by a signal is restarted and\n"
 	    "replayed from the channel memory's log; a rank that exits non-zero or calls\n"
@@ -105,8 +142,8 @@ static void usage(FILE *out)
 	    "the job secret in CHANMEM_* variables; rank 0 reads cmrun's stdin, the others\n"
 	    "/dev/null. cmserver is taken from $CHANMEM_CMSERVER, else next to cmrun\n"
 	    "(or ../cmserver/cmserver in a build tree), else from PATH.\n",
-	    CMRUN_MAX_RANKS, CMRUN_MAX_CMS, CMRUN_DEFAULT_MAX_RESTARTS, CMRUN_DEFAULT_KILL_COUNT,
-	    CMRUN_DEFAULT_PORT_BASE);
+	    CMRUN_MAX_RANKS, CMRUN_MAX_CMS, CMRUN_MAX_CM_THREADS, CMRUN_DEFAULT_MAX_RESTARTS,
+	    CMRUN_DEFAULT_KILL_COUNT, CMRUN_DEFAULT_PORT_BASE);
 }
 
 /* "KILL", "SIGKILL", "9": a catchable-or-not signal number, or -1. */
@@ -183,7 +220,103 @@ enum {
 	OPT_CONTROL_ADDR,
 	OPT_PORT_BASE,
 	OPT_EXPORT,
+	OPT_CM_FIRST, /* then one per cm_opt_specs row */
 };
+
+/* One CM option's value, checked, in the form cmserver takes. */
+static void parse_cm_opt(struct cmrun_options *opts, int which, const char *text)
+{
+	const struct cm_opt_spec *spec = &cm_opt_specs[which];
+	char *value = opts->cm_opt_value[which];
+	uint64_t size;
+	long count;
+	switch (spec->kind) {
+	case CM_OPT_SIZE:
+		if (cm_parse_size(text, &size) < 0 || size < spec->min || size > spec->max)
+			bad_usage("%s takes %s, not '%s'", spec->flag, spec->wants, text);
+		snprintf(value, PATH_MAX, "%llu", (unsigned long long)size);
+		break;
+	case CM_OPT_COUNT:
+		if (cm_parse_long(text, (long)spec->min, (long)spec->max, &count) < 0)
+			bad_usage("%s takes %s, not '%s'", spec->flag, spec->wants, text);
+		snprintf(value, PATH_MAX, "%ld", count);
+		break;
+	case CM_OPT_DIR:
+		/* Room for the "/cm-K" each CM adds. */
+		if (text[0] == '\0' || strlen(text) + 16 >= PATH_MAX)
+			bad_usage("%s takes %s, not '%s'", spec->flag, spec->wants, text);
+		snprintf(value, PATH_MAX, "%s", text);
+		break;
+	case CM_OPT_FLAG:
+		value[0] = '\0';
+		break;
+	}
+	opts->cm_opt_given[which] = true;
+}
+
+/* The checks of the CM options that need the whole command line: the
+ * transport, the mode, where the CMs run. */
+static void check_cm_opts(struct cmrun_options *opts)
+{
+	const bool *given = opts->cm_opt_given;
+	for (int i = 0; i < CMRUN_CM_OPTS; i++)
+		if (given[i] && opts->transport != CMRUN_TRANSPORT_CM)
+			bad_usage(
+			    "%s is a channel memory option: it applies to --transport cm only",
+			    cm_opt_specs[i].flag);
+	if (given[CMRUN_CM_THREADS] && strcmp(opts->mode, "multiplexer") != 0 &&
+	    strcmp(opts->mode, "specialized") != 0)
+		bad_usage("--threads applies to --mode multiplexer and specialized, not %s",
+		          opts->mode);
+	if (given[CMRUN_CM_NO_SPILL] && given[CMRUN_CM_SPILL_DIR])
+		bad_usage("--no-spill and --spill-dir contradict each other: drop one");
+	if (!given[CMRUN_CM_SPILL_DIR])
+		return;
+	char *dir = opts->cm_opt_value[CMRUN_CM_SPILL_DIR];
+	bool any_local = false, any_remote = false;
+	for (int i = 0; i < opts->ncms; i++) {
+		bool remote = launch_is_remote(opts, hosts_of_cm(&opts->hosts, i));
+		any_remote = any_remote || remote;
+		any_local = any_local || !remote;
+	}
+	/* A relative name would mean the launcher's directory on a remote
+	 * host (ssh: the home directory), not the one cmrun runs in. */
+	if (any_remote && dir[0] != '/')
+		bad_usage("--spill-dir %s: CMs on other hosts need an absolute directory", dir);
+	if (!any_local)
+		return;
+	struct stat st;
+	char real[PATH_MAX];
+	if (stat(dir, &st) < 0)
+		bad_usage("--spill-dir %s: %s", dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		bad_usage("--spill-dir %s: not a directory", dir);
+	if (access(dir, W_OK | X_OK) < 0)
+		bad_usage("--spill-dir %s: cannot create the CMs' directories there: %s", dir,
+		          strerror(errno));
+	if (realpath(dir, real) == NULL || strlen(real) + 16 >= PATH_MAX)
+		bad_usage("--spill-dir %s: %s", dir, strerror(errno ? errno : ENAMETOOLONG));
+	memcpy(dir, real, strlen(real) + 1);
+}
+
+void cmrun_cm_argv(const struct cmrun_options *o, int index, char **argv, int *argc, char *spill,
+                   size_t spill_len)
+{
+	for (int i = 0; i < CMRUN_CM_OPTS; i++) {
+		if (!o->cm_opt_given[i])
+			continue;
+		argv[(*argc)++] = (char *)cm_opt_specs[i].flag;
+		if (cm_opt_specs[i].kind == CM_OPT_FLAG)
+			continue;
+		if (cm_opt_specs[i].kind == CM_OPT_DIR) {
+			/* CMs sharing a host must not share a store. */
+			snprintf(spill, spill_len, "%s/cm-%d", o->cm_opt_value[i], index);
+			argv[(*argc)++] = spill;
+		} else {
+			argv[(*argc)++] = (char *)o->cm_opt_value[i];
+		}
+	}
+}
 
 /* --hosts / --host, the slot count, --kill-host's host. */
 static void parse_placement(struct cmrun_options *opts, const char *hosts_file,
@@ -229,7 +362,7 @@ static void parse_placement(struct cmrun_options *opts, const char *hosts_file,
 
 void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 {
-	static const struct option long_opts[] = {
+	static const struct option base_opts[] = {
 	    {"np", required_argument, NULL, 'n'},
 	    {"cms", required_argument, NULL, OPT_CMS},
 	    {"mode", required_argument, NULL, OPT_MODE},
@@ -263,8 +396,16 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	    {"export", required_argument, NULL, OPT_EXPORT},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
 	};
+	enum { NBASE = sizeof base_opts / sizeof base_opts[0] };
+	struct option long_opts[NBASE + CMRUN_CM_OPTS + 1];
+	memcpy(long_opts, base_opts, sizeof base_opts);
+	for (int i = 0; i < CMRUN_CM_OPTS; i++)
+		long_opts[NBASE + i] = (struct option){
+		    cm_opt_specs[i].flag + 2,
+		    cm_opt_specs[i].kind == CM_OPT_FLAG ? no_argument : required_argument, NULL,
+		    OPT_CM_FIRST + i};
+	long_opts[NBASE + CMRUN_CM_OPTS] = (struct option){NULL, 0, NULL, 0};
 	bool have_n = false, have_cms = false, have_mode = false, have_max_message = false,
 	     have_cm_socket = false;
 	long value;
@@ -521,9 +662,14 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 		case 'h':
 			usage(stdout);
 			exit(0);
+
 		case ':':
 			bad_usage("option '%s' needs a value", argv[prev_optind]);
 		default:
+			if (c >= OPT_CM_FIRST && c < OPT_CM_FIRST + CMRUN_CM_OPTS) {
+				parse_cm_opt(opts, c - OPT_CM_FIRST, optarg);
+				break;
+			}
 			if (optopt && optopt < 256)
 				bad_usage("unknown option '-%c'", optopt);
 			bad_usage("unknown option '%s'", argv[prev_optind]);
@@ -579,6 +725,7 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	parse_placement(opts, hosts_file, host_list, kill_host_text, map_by);
 	if (launch_configure(opts, launch_text, err, sizeof err) < 0)
 		bad_usage("%s", err);
+	check_cm_opts(opts);
 	if (opts->port_base + (long)opts->nranks * opts->replicas > 65536)
 		bad_usage("--port-base %d: %d processes would need ports past 65535",
 		          opts->port_base, opts->nranks * opts->replicas);

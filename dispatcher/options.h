@@ -3,6 +3,7 @@
 #ifndef CMRUN_OPTIONS_H
 #define CMRUN_OPTIONS_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -36,6 +37,22 @@ enum launch_kind {
  * ephemeral range (32768-60999): a port in it can already be the local end
  * of an outgoing connection on that host, and the rank's bind then fails. */
 #define CMRUN_DEFAULT_PORT_BASE 27000
+
+/* cmserver options cmrun hands to every CM it starts, under the same names
+ * (options.c keeps their table: how each is checked, how it is passed). */
+enum cmrun_cm_opt {
+	CMRUN_CM_LOG_MEM,         /* --log-mem BYTES */
+	CMRUN_CM_SPILL_DIR,       /* --spill-dir DIR: CM k gets DIR/cm-k */
+	CMRUN_CM_NO_SPILL,        /* --no-spill */
+	CMRUN_CM_CUT_THROUGH_MIN, /* --cut-through-min BYTES */
+	CMRUN_CM_THREADS,         /* --threads N (multiplexer, specialized) */
+	CMRUN_CM_OPTS,
+};
+/* cmserver's own --threads range: a wider one would start a CM only for it
+ * to refuse the count after the ranks' placement was done. */
+#define CMRUN_MAX_CM_THREADS 64
+/* Command-line words cmrun_cm_argv appends at most. */
+#define CMRUN_CM_ARGV_MAX (2 * CMRUN_CM_OPTS)
 
 enum cmrun_transport {
 	CMRUN_TRANSPORT_CM,
@@ -91,11 +108,22 @@ struct cmrun_options {
 	int replicas;     /* --replicate r (transport repl), else 1 */
 	int kill_replica; /* --kill-replica: the replica --kill-at kills (repl; -1: the last) */
 	char *const *program_argv; /* PROGRAM ARGS..., NULL-terminated (points into argv) */
+	/* The CM options as cmserver takes them: a plain byte or thread
+	 * count, the spill directory made absolute, "" for a flag; an empty
+	 * first byte with cm_opt_given false: not given. */
+	bool cm_opt_given[CMRUN_CM_OPTS];
+	char cm_opt_value[CMRUN_CM_OPTS][PATH_MAX];
 };
 
 /* Parses argv. Exits 0 after --help, exits 2 with a message on any error. */
 void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts);
 
 const char *cmrun_transport_name(enum cmrun_transport t);
+
+/* Appends the CM options given to cmrun to argv at *argc, as CM number
+ * index takes them (its own spill directory under --spill-dir's); spill is
+ * the storage of that directory's name. At most CMRUN_CM_ARGV_MAX words. */
+void cmrun_cm_argv(const struct cmrun_options *o, int index, char **argv, int *argc, char *spill,
+                   size_t spill_len);
 
 #endif
