@@ -420,11 +420,14 @@ void ft_report(struct job *job)
 		other += r->other_failures;
 		failed_ranks += r->injected_kills + r->other_failures > 0;
 	}
-	output_message("fault report: %d injected kill%s, %d other failure%s, %d restart%s "
-	               "over %d rank%s",
+	int cm_failures = 0;
+	for (int i = 0; i < job->ncms; i++)
+		cm_failures += job->cms[i].died;
+	output_message("fault report: %d injected kill%s, %d other rank failure%s, %d restart%s "
+	               "over %d rank%s, %d cmserver failure%s",
 	               injected, injected == 1 ? "" : "s", other, other == 1 ? "" : "s",
 	               job->restarts_total, job->restarts_total == 1 ? "" : "s", failed_ranks,
-	               failed_ranks == 1 ? "" : "s");
+	               failed_ranks == 1 ? "" : "s", cm_failures, cm_failures == 1 ? "" : "s");
 	for (int i = 0; i < job->ncms; i++) {
 		const struct cm_proc *cm = &job->cms[i];
 		char how[96];
@@ -471,6 +474,8 @@ void ft_report(struct job *job)
 	if (more)
 		output_message("  ... and %d more rank%s", more, more == 1 ? "" : "s");
 	if (job->ncms > 0)
-		output_message("  replayed by the channel memories: %llu messages, %llu events",
-		               detect_replayed(job), detect_events_replayed(job));
+		output_message("  replayed by the channel memories: %llu message%s, %llu event%s",
+		               detect_replayed(job), detect_replayed(job) == 1 ? "" : "s",
+		               detect_events_replayed(job),
+		               detect_events_replayed(job) == 1 ? "" : "s");
 }
