@@ -24,6 +24,7 @@
 #include "chanmem.h"
 #include "ckpt_app.h"
 #include "ckpt_client.h"
+#include "heartbeat.h"
 #include "jobenv.h"
 #include "log.h"
 #include "mpi_internal.h"
@@ -240,6 +241,8 @@ int cm_ckpt_recover(struct cm_job *job)
 	 * incarnation did. */
 	fflush(stdout);
 	fflush(stderr);
+	cm_control_restored(job->rank, job->incarnation, job->replica, number, ck.out_at_image,
+	                    ck.err_at_image);
 	write_filler(STDOUT_FILENO, ck.out_at_image);
 	write_filler(STDERR_FILENO, ck.err_at_image);
 	count_output();

@@ -187,6 +187,10 @@ int cm_conn_flush(struct cm_conn *c)
 				c->wblocked = 1;
 				return 0;
 			}
+			if (c->peer_may_die && (errno == EPIPE || errno == ECONNRESET)) {
+				c->state = CM_CONN_CLOSED; /* its death, seen from here */
+				return -1;
+			}
 			return cm_conn_fail(c, "write failed: %s", strerror(errno));
 		}
 		size_t left = (size_t)w;
@@ -526,11 +530,15 @@ static enum cm_io read_frames(struct cm_conn *c, int flags)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return CM_IO_OK;
+			if (c->peer_may_die && errno == ECONNRESET) {
+				c->state = CM_CONN_CLOSED; /* its death, seen from here */
+				return CM_IO_EOF;
+			}
 			cm_conn_fail(c, "read failed: %s", strerror(errno));
 			return CM_IO_ERR;
 		}
 		if (r == 0) {
-			if (c->in_body || c->in_end > c->in_start) {
+			if ((c->in_body || c->in_end > c->in_start) && !c->peer_may_die) {
 				cm_conn_fail(c, "connection closed in the middle of a frame");
 				return CM_IO_ERR;
 			}

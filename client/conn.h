@@ -98,7 +98,11 @@ struct cm_conn {
 	int accepted;         /* we accepted it: protocol errors are answered with ERROR */
 	int poll_before_wait; /* a unix socket: cm_conn_read_wait polls first (conn.c) */
 	int wait_limit_ms;    /* cm_conn_limit_wait's bound; -1: none */
-	unsigned watching;    /* the owner's record of the events it registered */
+	/* The peer's death is part of normal operation (a replica killed on
+	 * purpose): a reset or a frame cut short ends the connection like an
+	 * orderly close, with no error printed. */
+	int peer_may_die;
+	unsigned watching; /* the owner's record of the events it registered */
 
 	/* output */
 	struct cm_out *out_head, *out_tail;

@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,9 +40,20 @@ static struct {
 	bool tcp;         /* CHANMEM_CONTROL: watch the connection, exit when it ends */
 	long interval_ms; /* 0: no heartbeats (only watching) */
 	int rank;
+	unsigned incarnation;
+	int replica;
+	bool farewell_said;
 	char beat[80];     /* "heartbeat R I K\n" */
 	char farewell[80]; /* "finalized R I K\n" */
 } hb = {.fd = -1, .stop_pipe = {-1, -1}};
+
+/* This incarnation resumed from a checkpoint image (cm_control_restored). */
+static bool restored;
+
+/* MPI requests made so far (cm_mpi_req_alloc): how far the rank got, the
+ * same at the same point of every re-execution from the same start. Only
+ * the MPI thread writes it; the crash handler reads it. */
+_Atomic unsigned long cm_progress;
 
 /* One line, never blocking: the pipe is shared by every rank and by the
  * MPI_Abort report, so its descriptor stays blocking; poll says whether a
@@ -56,6 +68,82 @@ static void send_line(const char *line)
 	if (unused < 0 && errno == ENOTSOCK)
 		unused = write(hb.fd, line, strlen(line));
 	(void)unused;
+}
+
+/* A line that must arrive (init, finalized, restored, crashed): waits up
+ * to a few seconds for room in a full pipe instead of skipping it. */
+static void send_line_wait(const char *line)
+{
+	struct pollfd p = {.fd = hb.fd, .events = POLLOUT};
+	if (poll(&p, 1, 5000) != 1 || !(p.revents & POLLOUT))
+		return;
+	ssize_t unused = send(hb.fd, line, strlen(line), MSG_NOSIGNAL);
+	if (unused < 0 && errno == ENOTSOCK)
+		unused = write(hb.fd, line, strlen(line));
+	(void)unused;
+}
+
+/* ---- crash reports ----
+ * A signal that means the program itself failed (a bad access, an
+ * arithmetic fault, abort) is reported to cmrun with the rank's progress
+ * before the process dies of it as it would have: cmrun tells a
+ * re-execution that dies at the same point again (a bug in the program:
+ * restarting it again cannot help) from a fault. Only signals whose action
+ * is still the default are caught, so a program's own handlers win. */
+static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+
+/* Async-signal-safe decimal. */
+static char *put_num(char *p, unsigned long long v)
+{
+	char digits[24];
+	int n = 0;
+	do {
+		digits[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n)
+		*p++ = digits[--n];
+	return p;
+}
+
+static void on_crash(int sig)
+{
+	char line[128], *p = line;
+	memcpy(p, "crashed ", 8);
+	p += 8;
+	p = put_num(p, (unsigned long long)hb.rank);
+	*p++ = ' ';
+	p = put_num(p, hb.incarnation);
+	*p++ = ' ';
+	p = put_num(p, (unsigned long long)hb.replica);
+	*p++ = ' ';
+	p = put_num(p, (unsigned long long)sig);
+	*p++ = ' ';
+	p = put_num(p, atomic_load_explicit(&cm_progress, memory_order_relaxed));
+	*p++ = '\n';
+	ssize_t unused = send(hb.fd, line, (size_t)(p - line), MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (unused < 0 && errno == ENOTSOCK)
+		unused = write(hb.fd, line, (size_t)(p - line));
+	(void)unused;
+	/* SA_RESETHAND restored the default action: die of it, as the program
+	 * would have (a fault re-raises when the instruction runs again; a
+	 * raise() or kill() from the program needs this). */
+	raise(sig);
+}
+
+static void install_crash_handlers(void)
+{
+	for (size_t i = 0; i < sizeof crash_signals / sizeof crash_signals[0]; i++) {
+		struct sigaction old, sa;
+		if (sigaction(crash_signals[i], NULL, &old) < 0 || old.sa_handler != SIG_DFL ||
+		    (old.sa_flags & SA_SIGINFO))
+			continue;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_crash;
+		sigemptyset(&sa.sa_mask);
+		sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+		sigaction(crash_signals[i], &sa, NULL);
+	}
 }
 
 /* cmrun closed the connection (it gave this incarnation up, or the job
@@ -168,7 +256,7 @@ void cm_heartbeat_start(int rank, unsigned incarnation, int replica)
 	hb.tcp = control != NULL;
 	if (hb.tcp) {
 		fd = control_connect(control, rank, incarnation, replica);
-	} else if (fd_text == NULL || ms_text == NULL) {
+	} else if (fd_text == NULL) {
 		return;
 	} else if (cm_parse_long(fd_text, 0, INT_MAX, &fd) < 0) {
 		fprintf(stderr,
@@ -186,14 +274,26 @@ void cm_heartbeat_start(int rank, unsigned incarnation, int replica)
 	}
 	hb.fd = (int)fd;
 	hb.interval_ms = ms;
+	hb.incarnation = incarnation;
+	hb.replica = replica;
 	snprintf(hb.beat, sizeof hb.beat, "heartbeat %d %u %d\n", rank, incarnation, replica);
 	snprintf(hb.farewell, sizeof hb.farewell, "finalized %d %u %d\n", rank, incarnation,
 	         replica);
+	/* Said whether heartbeats are on or not: cmrun tells a rank that
+	 * leaves without MPI_Finalize (the others would wait for it forever)
+	 * from one that never used MPI, and reports where a restart began. */
+	char init[96];
+	snprintf(init, sizeof init, "init %d %u %d %s\n", rank, incarnation, replica,
+	         restored ? "image" : "start");
+	send_line_wait(init);
+	install_crash_handlers();
 	/* The first beat from MPI_Init itself: cmrun watches a rank from its
 	 * first beat on, and a program that stops right after MPI_Init (before
 	 * the thread ever ran) must be watched too. */
 	if (ms > 0)
 		send_line(hb.beat);
+	if (ms == 0 && !hb.tcp)
+		return; /* nothing to beat, no connection to watch */
 	if (pipe2(hb.stop_pipe, O_CLOEXEC) < 0)
 		return;
 	/* The program's signals (SIGALRM, SIGUSR1, ...) go to its own threads,
@@ -212,14 +312,37 @@ void cm_heartbeat_start(int rank, unsigned incarnation, int replica)
 
 void cm_heartbeat_stop(void)
 {
-	if (!hb.running)
+	if (hb.running) {
+		ssize_t unused = write(hb.stop_pipe[1], "x", 1);
+		(void)unused;
+		pthread_join(hb.thread, NULL);
+		close(hb.stop_pipe[0]);
+		close(hb.stop_pipe[1]);
+		hb.stop_pipe[0] = hb.stop_pipe[1] = -1;
+		hb.running = false;
+	}
+	if (hb.fd >= 0 && !hb.farewell_said) {
+		/* Waited for, not skipped: without it cmrun would take the exit
+		 * that follows for a rank leaving without MPI_Finalize. */
+		send_line_wait(hb.farewell);
+		hb.farewell_said = true;
+	}
+}
+
+void cm_control_restored(int rank, unsigned incarnation, int replica, unsigned long long image,
+                         unsigned long long out, unsigned long long err)
+{
+	const char *fd_text = getenv(CM_ENV_CONTROL_FD);
+	long fd;
+	if (hb.fd < 0 && (fd_text == NULL || cm_parse_long(fd_text, 0, INT_MAX, &fd) < 0))
 		return;
-	ssize_t unused = write(hb.stop_pipe[1], "x", 1);
-	(void)unused;
-	pthread_join(hb.thread, NULL);
-	close(hb.stop_pipe[0]);
-	close(hb.stop_pipe[1]);
-	hb.stop_pipe[0] = hb.stop_pipe[1] = -1;
-	hb.running = false;
-	send_line(hb.farewell);
+	char line[128];
+	snprintf(line, sizeof line, "restored %d %u %d %llu %llu %llu\n", rank, incarnation,
+	         replica, image, out, err);
+	int saved = hb.fd;
+	if (hb.fd < 0)
+		hb.fd = (int)fd;
+	send_line_wait(line);
+	hb.fd = saved;
+	restored = true;
 }

@@ -7,6 +7,12 @@
  *   heartbeat RANK INCARNATION REPLICA
  *   finalized RANK INCARNATION REPLICA     (last one: stop watching me)
  *
+ * and, whether heartbeats are on or not, at MPI_Init "init RANK INCARNATION
+ * REPLICA start|image", before a checkpoint's filler "restored RANK
+ * INCARNATION REPLICA IMAGE OUT ERR", and when the program dies of SIGSEGV,
+ * SIGBUS, SIGFPE, SIGILL or SIGABRT "crashed RANK INCARNATION REPLICA
+ * SIGNAL PROGRESS" (PROGRESS: MPI requests made so far).
+ *
  * Without both variables (no cmrun, or heartbeats off) nothing is started.
  * Never writes to stdout; a bad value is reported once on stderr.
  *
@@ -20,6 +26,8 @@
 #ifndef CHANMEM_HEARTBEAT_H
 #define CHANMEM_HEARTBEAT_H
 
+#include <stdatomic.h>
+
 /* The interval variable; cmrun sets it when heartbeats are on. */
 #define CM_ENV_HEARTBEAT_MS "CHANMEM_HEARTBEAT_MS"
 #define CM_HEARTBEAT_MAX_MS 3600000
@@ -30,5 +38,13 @@
 void cm_heartbeat_start(int rank, unsigned incarnation, int replica);
 /* Stops and joins the thread, then says "finalized" (MPI_Finalize). */
 void cm_heartbeat_stop(void);
+/* A restarted rank resumed from a checkpoint image and is about to write
+ * out/err filler bytes in place of what it printed before the image: cmrun
+ * drops them, and matches what follows line by line. Said before the
+ * filler, so cmrun always knows when it reads it. */
+void cm_control_restored(int rank, unsigned incarnation, int replica, unsigned long long image,
+                         unsigned long long out, unsigned long long err);
+/* The rank's progress: MPI requests made so far (crash reports). */
+extern _Atomic unsigned long cm_progress;
 
 #endif

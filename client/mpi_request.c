@@ -6,9 +6,11 @@
  * its struct cm_req into its queues); the table maps handle indexes to
  * objects, and released objects are reused through a free list, so a
  * blocking MPI_Send costs no malloc in the steady state. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "heartbeat.h"
 #include "mpi_test.h"
 
 static struct cm_mpi_request **slots;
@@ -43,6 +45,10 @@ struct cm_mpi_request *cm_mpi_req_alloc(struct cm_mpi_comm *c)
 	r->handle = handle;
 	r->state = CM_RQ_ACTIVE;
 	r->comm = c;
+	/* A plain load and store (one writer): no locked instruction. */
+	atomic_store_explicit(&cm_progress,
+	                      atomic_load_explicit(&cm_progress, memory_order_relaxed) + 1,
+	                      memory_order_relaxed);
 	if (c)
 		cm_mpi_comm_ref(c);
 	return r;

@@ -87,6 +87,7 @@ static enum cm_err on_hello(struct cm_conn *c, const struct cm_header *h,
 		return CM_E_RANK;
 	}
 	c->peer = h->src * s->nrep + (int)hello->incarnation;
+	c->peer_may_die = 1; /* a replica dies and the rank goes on */
 	snprintf(c->name, sizeof c->name, "connection from rank %d replica %u", h->src,
 	         hello->incarnation);
 	repl_prepare_reads(s, c);
@@ -121,6 +122,7 @@ struct cm_conn *repl_link_to(struct repl *s, int p)
 		return NULL;
 	}
 	c->peer = p;
+	c->peer_may_die = 1; /* a replica dies and the rank goes on */
 	if (cm_connset_add(&s->net, c, s->rank) < 0) {
 		cm_conn_free(c);
 		return NULL;

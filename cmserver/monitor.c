@@ -73,17 +73,18 @@ static void write_line_locked(struct cm_monitor *m, const char *line, size_t len
 	}
 }
 
-/* "stats LOG_BYTES REPLAYED". LOG_BYTES: payload bytes the logs hold now
- * (what --log-mem trimming and checkpoint garbage collection dropped is
- * gone). REPLAYED: DELIVERs re-sent to new incarnations. */
+/* "stats LOG_BYTES REPLAYED EVENTS". LOG_BYTES: payload bytes the logs hold
+ * now (what --log-mem trimming and checkpoint garbage collection dropped is
+ * gone). REPLAYED: DELIVERs re-sent to new incarnations. EVENTS: logged
+ * events sent back to new incarnations (cmrun's fault report). */
 static void report_stats_locked(struct cm_monitor *m)
 {
 	struct cm_core_stats st;
 	cm_core_stats(m->core, &st);
-	char line[96];
-	int n =
-	    snprintf(line, sizeof line, "stats %llu %llu\n", (unsigned long long)st.log_bytes_held,
-	             (unsigned long long)st.msgs_replayed);
+	char line[128];
+	int n = snprintf(
+	    line, sizeof line, "stats %llu %llu %llu\n", (unsigned long long)st.log_bytes_held,
+	    (unsigned long long)st.msgs_replayed, (unsigned long long)st.events_replayed);
 	write_line_locked(m, line, (size_t)n);
 }
 

@@ -10,6 +10,50 @@
 
 #include "output.h"
 
+/* The current incarnation of (rank, replica), or NULL for a stale or
+ * malformed report. */
+static struct rank_proc *reporter(struct job *job, int rank, unsigned incarnation, int replica)
+{
+	const struct cmrun_options *o = job->opts;
+	if (rank < 0 || rank >= o->nranks || replica < 0 || replica >= o->replicas)
+		return NULL;
+	struct rank_proc *r = &job->ranks[rank * o->replicas + replica];
+	return r->state == PROC_RUNNING && r->incarnation == incarnation ? r : NULL;
+}
+
+/* client/heartbeat.h: "init", "restored", "crashed" (ft.c). */
+static bool failure_line(struct job *job, const char *line)
+{
+	int rank, replica, sig;
+	unsigned incarnation;
+	unsigned long progress;
+	unsigned long long image, out, err;
+	char from[8], extra;
+	struct rank_proc *r;
+	if (strchr(line, '-') != NULL)
+		return false;
+	if (sscanf(line, "init %d %u %d %7s %c", &rank, &incarnation, &replica, from, &extra) ==
+	        4 &&
+	    (strcmp(from, "start") == 0 || strcmp(from, "image") == 0)) {
+		if ((r = reporter(job, rank, incarnation, replica)) != NULL)
+			ft_rank_init(job, r, strcmp(from, "image") == 0);
+		return true;
+	}
+	if (sscanf(line, "restored %d %u %d %llu %llu %llu %c", &rank, &incarnation, &replica,
+	           &image, &out, &err, &extra) == 6) {
+		if ((r = reporter(job, rank, incarnation, replica)) != NULL)
+			ft_rank_restored(job, r, image, out, err);
+		return true;
+	}
+	if (sscanf(line, "crashed %d %u %d %d %lu %c", &rank, &incarnation, &replica, &sig,
+	           &progress, &extra) == 5) {
+		if ((r = reporter(job, rank, incarnation, replica)) != NULL)
+			ft_rank_crashed(job, r, sig, progress);
+		return true;
+	}
+	return false;
+}
+
 void control_handle_line(struct job *job, const char *line)
 {
 	int rank, code, replica;
@@ -27,6 +71,8 @@ void control_handle_line(struct job *job, const char *line)
 		detect_heartbeat(job, rank, incarnation, replica, !beat);
 		return;
 	}
+	if (failure_line(job, line))
+		return;
 	output_verbose("ignoring control report '%s'", line);
 }
 

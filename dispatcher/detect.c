@@ -16,7 +16,8 @@
  * A declared failure is a SIGKILL by pid; its exit is then handled like any
  * rank killed by a signal (ft.c: one restart, --max-restarts counted),
  * whatever status it ends with and however many detectors noticed. The
- * same report pipe carries "stats LOG_BYTES REPLAYED" for the status line. */
+ * same report pipe carries "stats LOG_BYTES REPLAYED EVENTS" for the status
+ * line and the fault report. */
 #include <config.h>
 
 #include "job.h"
@@ -63,6 +64,8 @@ void detect_rank_spawned(struct job *job, struct rank_proc *r)
 	r->declared_failed = false;
 	r->failed_why[0] = '\0';
 	r->hb_watched = r->hb_finished = false;
+	r->mpi_started = r->from_image = r->kill_injected = r->crashed = false;
+	r->image = 0;
 }
 
 /* ---- lost connections ---- */
@@ -70,7 +73,7 @@ void detect_rank_spawned(struct job *job, struct rank_proc *r)
 /* Alive: not a zombie, and not on its way out (PF_EXITING, set before the
  * kernel closes its sockets). /proc/PID/stat: "pid (comm) S ppid pgrp
  * session tty tpgid flags ...". Unknown (no /proc): alive. */
-static bool process_alive(pid_t pid)
+bool detect_process_alive(pid_t pid)
 {
 	char path[64], buf[512];
 	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
@@ -97,7 +100,7 @@ static void on_lost_confirm(struct ev_loop *loop, ev_timer *w, int revents)
 	if (r->state != PROC_RUNNING || r->incarnation != r->lost_incarnation)
 		return;
 	control_drain(job); /* an MPI_Abort report decides first */
-	if (r->state != PROC_RUNNING || !process_alive(r->pid))
+	if (r->state != PROC_RUNNING || !detect_process_alive(r->pid))
 		return; /* exiting: its exit status tells what happened */
 	char why[96];
 	if (r->lost_cm < 0)
@@ -151,9 +154,13 @@ static void report_line(struct job *job, struct cm_proc *cm, const char *line)
 		job_cm_ready(job, cm, line + sizeof listening - 1);
 		return;
 	}
-	if (sscanf(line, "stats %llu %llu %c", &bytes, &replayed, &extra) == 2) {
+	/* A third number (events replayed) came later: both forms are read. */
+	unsigned long long events = 0;
+	int n = sscanf(line, "stats %llu %llu %llu %c", &bytes, &replayed, &events, &extra);
+	if ((n == 2 || n == 3) && strchr(line, '-') == NULL) {
 		cm->log_bytes = bytes;
 		cm->replayed = replayed;
+		cm->events_replayed = events;
 		return;
 	}
 	output_verbose("cmserver %d: ignoring report '%s'", cm->index, line);
@@ -173,6 +180,9 @@ static void read_reports(struct job *job, struct cm_proc *cm)
 			ev_io_stop(job->loop, &cm->report_io);
 			close(cm->report_fd);
 			cm->report_fd = -1;
+			/* Only its exit closes it: a CM dying during the run. */
+			if (cm->state == PROC_RUNNING && job->phase == PHASE_RUN)
+				job_cm_gone(job, cm);
 			return;
 		}
 		cm->report_len += (size_t)n;
@@ -201,6 +211,9 @@ void detect_cm_spawned(struct job *job, struct cm_proc *cm)
 		return;
 	ev_io_init(&cm->report_io, on_report, cm->report_fd, EV_READ);
 	cm->report_io.data = cm;
+	/* Before the ranks' output in the same loop iteration: a CM's death
+	 * is named before the errors of the ranks it cut off. */
+	ev_set_priority(&cm->report_io, EV_MAXPRI);
 	ev_io_start(job->loop, &cm->report_io);
 }
 
@@ -214,6 +227,14 @@ void detect_cm_exited(struct job *job, struct cm_proc *cm)
 		close(cm->report_fd);
 		cm->report_fd = -1;
 	}
+}
+
+unsigned long long detect_events_replayed(const struct job *job)
+{
+	unsigned long long sum = 0;
+	for (int i = 0; i < job->ncms; i++)
+		sum += job->cms[i].events_replayed;
+	return sum;
 }
 
 unsigned long long detect_replayed(const struct job *job)

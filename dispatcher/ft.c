@@ -104,6 +104,7 @@ static bool kill_rank(struct job *job, struct rank_proc *r, int sig, const char 
 	if (kill(r->remote ? -r->pid : r->pid, sig) < 0)
 		return false;
 	job->kills_done++;
+	r->kill_injected = true;
 	output_verbose("%s: %s to rank %d (pid %d, incarnation %u)", why, name, r->rank,
 	               (int)r->pid, r->incarnation);
 	return true;
@@ -234,6 +235,51 @@ void ft_final_status(struct job *job)
 		show_status(job, true);
 }
 
+void ft_note_failure(struct job *job, struct rank_proc *r, int wait_status)
+{
+	if (!WIFSIGNALED(wait_status) && !r->declared_failed)
+		return;
+	job->had_faults = true;
+	r->died_at = ev_now(job->loop);
+	if (r->kill_injected) {
+		r->injected_kills++;
+		return;
+	}
+	if (r->other_failures++ == 0) {
+		if (r->declared_failed)
+			snprintf(r->first_failure, sizeof r->first_failure, "declared failed: %s",
+			         r->failed_why);
+		else
+			describe_wait_status(wait_status, r->first_failure,
+			                     sizeof r->first_failure);
+	}
+}
+
+/* Where an incarnation began, for messages. */
+static void describe_start(bool from_image, unsigned long long image, char *buf, size_t len)
+{
+	if (from_image)
+		snprintf(buf, len, "resumed from checkpoint image %llu", image);
+	else
+		snprintf(buf, len, "re-executed from the start");
+}
+
+/* The re-execution r died at the point where its previous incarnation
+ * died, of the same signal, neither sent by cmrun: a fault of the program
+ * itself, which another restart would only repeat. "The point" is the
+ * number of MPI requests the incarnation had made since it began, and it
+ * must have begun where its predecessor did (the start, or the same
+ * image): then a deterministic re-execution that gets there has replayed
+ * exactly what the dead one did. Both must have said so ("crashed"): a
+ * program whose own handler hides the fault is restarted as before. */
+static bool same_crash_again(const struct rank_proc *r, int wait_status)
+{
+	return WIFSIGNALED(wait_status) && !r->kill_injected && !r->declared_failed && r->crashed &&
+	       r->prev_crashed && r->crash_sig == WTERMSIG(wait_status) &&
+	       r->prev_crash_sig == r->crash_sig && r->prev_crash_progress == r->crash_progress &&
+	       r->prev_from_image == r->from_image && (!r->from_image || r->prev_image == r->image);
+}
+
 bool ft_rank_failed(struct job *job, struct rank_proc *r, int wait_status)
 {
 	const struct cmrun_options *o = job->opts;
@@ -247,6 +293,16 @@ bool ft_rank_failed(struct job *job, struct rank_proc *r, int wait_status)
 	if (r->declared_failed) {
 		size_t l = strlen(how);
 		snprintf(how + l, sizeof how - l, " (declared failed: %s)", r->failed_why);
+	}
+	if (same_crash_again(r, wait_status)) {
+		char start[64];
+		describe_start(r->from_image, r->image, start, sizeof start);
+		output_message("rank %d %s again at the same point, after %lu MPI requests "
+		               "(incarnation %u, %s, died there too): a bug in the program, not "
+		               "a fault; not restarted",
+		               r->rank, how, r->crash_progress, r->incarnation - 1, start);
+		r->stop_reported = true;
+		return false;
 	}
 	if (r->restarts >= o->max_restarts) {
 		output_message("rank %d %s; not restarted: it reached --max-restarts %d", r->rank,
@@ -263,6 +319,12 @@ bool ft_rank_failed(struct job *job, struct rank_proc *r, int wait_status)
 		r->out_seen = out_pos;
 	if (err_pos > r->err_seen)
 		r->err_seen = err_pos;
+	/* What the next incarnation is compared with, should it die too. */
+	r->prev_crashed = r->crashed && !r->kill_injected && !r->declared_failed;
+	r->prev_crash_sig = r->crash_sig;
+	r->prev_crash_progress = r->crash_progress;
+	r->prev_from_image = r->from_image;
+	r->prev_image = r->image;
 	r->restarts++;
 	r->incarnation++;
 	job->restarts_total++;
@@ -270,23 +332,150 @@ bool ft_rank_failed(struct job *job, struct rank_proc *r, int wait_status)
 	               r->rank, (int)r->pid, how, r->incarnation, r->restarts, o->max_restarts);
 	if (r->remote)
 		return remote_restart_later(job, r); /* where depends on its host's fate */
+	struct out_source *old_out = r->out, *old_err = r->err;
 	if (spawn_rank(job, r) < 0) {
 		output_message("rank %d %s, and restarting it failed", r->rank, how);
 		return false;
 	}
-	output_source_skip(r->out, r->out_seen);
-	output_source_skip(r->err, r->err_seen);
+	output_source_follow(r->out, old_out, r->out_seen);
+	output_source_follow(r->err, old_err, r->err_seen);
 	return true;
 }
 
 void ft_respawn(struct job *job, struct rank_proc *r)
 {
+	struct out_source *old_out = r->out, *old_err = r->err;
 	if (spawn_rank(job, r) < 0) {
 		output_message("rank %d: restarting it failed", r->rank);
 		r->stop_reported = true;
 		job_stop(job, CMRUN_EXIT_FAILURE);
 		return;
 	}
-	output_source_skip(r->out, r->out_seen);
-	output_source_skip(r->err, r->err_seen);
+	output_source_follow(r->out, old_out, r->out_seen);
+	output_source_follow(r->err, old_err, r->err_seen);
+}
+
+void ft_rank_init(struct job *job, struct rank_proc *r, bool from_image)
+{
+	r->mpi_started = true;
+	r->from_image = r->from_image || from_image;
+	if (r->incarnation == 0 || r->died_at == 0)
+		return;
+	if (r->from_image)
+		r->restarts_from_image++;
+	else
+		r->restarts_from_start++;
+	double down = ev_now(job->loop) - r->died_at;
+	r->died_at = 0;
+	r->down_total += down;
+	r->down_count++;
+	if (down > r->down_max)
+		r->down_max = down;
+	char start[64];
+	describe_start(r->from_image, r->image, start, sizeof start);
+	output_verbose("rank %d incarnation %u %s: in MPI_Init %.3f s after its failure", r->rank,
+	               r->incarnation, start, down);
+}
+
+void ft_rank_restored(struct job *job, struct rank_proc *r, unsigned long long image,
+                      unsigned long long out, unsigned long long err)
+{
+	r->from_image = true;
+	r->image = image;
+	output_source_filler(r->out, out);
+	output_source_filler(r->err, err);
+}
+
+void ft_rank_crashed(struct job *job, struct rank_proc *r, int sig, unsigned long progress)
+{
+	r->crashed = true;
+	r->crash_sig = sig;
+	r->crash_progress = progress;
+}
+
+/* "1 injected kill, 2 other failures (first: killed by signal SIGSEGV)" */
+static void describe_failures(const struct rank_proc *r, char *buf, size_t len)
+{
+	size_t off = 0;
+	buf[0] = '\0';
+	if (r->injected_kills)
+		off += (size_t)snprintf(buf, len, "%d injected kill%s", r->injected_kills,
+		                        r->injected_kills == 1 ? "" : "s");
+	if (r->other_failures && off < len)
+		snprintf(buf + off, len - off, "%s%d failure%s (%s%s)", off ? ", " : "",
+		         r->other_failures, r->other_failures == 1 ? "" : "s",
+		         r->other_failures == 1 ? "" : "first: ", r->first_failure);
+}
+
+void ft_report(struct job *job)
+{
+	enum { RANKS_LISTED = 16 };
+	if (!job->had_faults)
+		return;
+	const struct cmrun_options *o = job->opts;
+	int listed = 0, more = 0, failed_ranks = 0, injected = 0, other = 0;
+	for (int i = 0; i < job->nprocs; i++) {
+		const struct rank_proc *r = &job->ranks[i];
+		injected += r->injected_kills;
+		other += r->other_failures;
+		failed_ranks += r->injected_kills + r->other_failures > 0;
+	}
+	int cm_failures = 0;
+	for (int i = 0; i < job->ncms; i++)
+		cm_failures += job->cms[i].died;
+	output_message("fault report: %d injected kill%s, %d other rank failure%s, %d restart%s "
+	               "over %d rank%s, %d cmserver failure%s",
+	               injected, injected == 1 ? "" : "s", other, other == 1 ? "" : "s",
+	               job->restarts_total, job->restarts_total == 1 ? "" : "s", failed_ranks,
+	               failed_ranks == 1 ? "" : "s", cm_failures, cm_failures == 1 ? "" : "s");
+	for (int i = 0; i < job->ncms; i++) {
+		const struct cm_proc *cm = &job->cms[i];
+		char how[96];
+		if (!cm->died)
+			continue;
+		describe_wait_status(cm->wait_status, how, sizeof how);
+		output_message("  cmserver %d %s during the run", cm->index, how);
+	}
+	for (int i = 0; i < job->nprocs; i++) {
+		const struct rank_proc *r = &job->ranks[i];
+		if (r->injected_kills + r->other_failures == 0)
+			continue;
+		if (listed == RANKS_LISTED) {
+			more++;
+			continue;
+		}
+		listed++;
+		char who[48], failures[256], restarts[96] = "", down[96] = "";
+		if (o->replicas > 1)
+			snprintf(who, sizeof who, "rank %d replica %d", r->rank, r->replica);
+		else
+			snprintf(who, sizeof who, "rank %d", r->rank);
+		describe_failures(r, failures, sizeof failures);
+		if (o->replicas > 1)
+			snprintf(restarts, sizeof restarts, "; not restarted (replication)");
+		else if (r->restarts)
+			snprintf(restarts, sizeof restarts,
+			         "; %d restart%s (%d from an image, %d from "
+			         "the start)",
+			         r->restarts, r->restarts == 1 ? "" : "s", r->restarts_from_image,
+			         r->restarts_from_start);
+		else
+			snprintf(restarts, sizeof restarts, "; not restarted");
+		if (r->down_count == 1)
+			snprintf(down, sizeof down, "; back in MPI_Init %.3f s after its failure",
+			         r->down_total);
+		else if (r->down_count > 1)
+			snprintf(
+			    down, sizeof down,
+			    "; back in MPI_Init %.3f s after a failure on average, %.3f s at most",
+			    r->down_total / r->down_count, r->down_max);
+		output_message("  %s: %s%s%s", who, failures, restarts, down);
+	}
+	if (more)
+		output_message("  ... and %d more rank%s", more, more == 1 ? "" : "s");
+	if (job->ncms > 0)
+		output_message("  replayed by the channel memories: %llu message%s, %llu event%s",
+		               detect_replayed(job), detect_replayed(job) == 1 ? "" : "s",
+		               detect_events_replayed(job),
+		               detect_events_replayed(job) == 1 ? "" : "s");
 }

@@ -252,6 +252,9 @@ void job_rank_aborted(struct job *job, int rank, int code)
 	job_fail(job, code);
 }
 
+static void reap_dying_cms(struct job *job);
+static void cm_exited(struct job *job, struct cm_proc *cm, int wait_status);
+
 static void rank_exited(struct job *job, struct rank_proc *r, int wait_status)
 {
 	char how[96];
@@ -275,6 +278,10 @@ static void rank_exited(struct job *job, struct rank_proc *r, int wait_status)
 			         "its launcher exited with status %d (killed by signal %d?)", code,
 			         code - 128);
 	}
+	/* A rank cut off by a CM's death fails because of it: the CM is named
+	 * first, and the rank's exit is then part of stopping the job. */
+	if (job->phase == PHASE_RUN && wait_status != 0)
+		reap_dying_cms(job);
 	r->state = PROC_EXITED;
 	r->wait_status = wait_status;
 	job->ranks_running--;
@@ -287,6 +294,7 @@ static void rank_exited(struct job *job, struct rank_proc *r, int wait_status)
 		input_stop();
 	describe_wait_status(wait_status, how, sizeof how);
 	if (job->phase == PHASE_RUN && wait_status != 0) {
+		ft_note_failure(job, r, wait_status);
 		if (job->opts->transport == CMRUN_TRANSPORT_REPL &&
 		    (WIFSIGNALED(wait_status) || r->declared_failed)) {
 			/* No restart: the rank lives on in its other replicas. */
@@ -302,6 +310,12 @@ static void rank_exited(struct job *job, struct rank_proc *r, int wait_status)
 		else if (!r->stop_reported) /* else ft.c said why */
 			output_message("rank %d %s", r->rank, how);
 		job_fail(job, exit_status_of(wait_status));
+	} else if (job->phase == PHASE_RUN && r->mpi_started && !r->hb_finished) {
+		/* It was in MPI and left without MPI_Finalize: the others would
+		 * wait for it forever (mpirun stops such a job too). */
+		output_message("rank %d (pid %d) %s without calling MPI_Finalize; stopping the job",
+		               r->rank, (int)r->pid, how);
+		job_fail(job, CMRUN_EXIT_FAILURE);
 	} else {
 		output_verbose("rank %d (pid %d) %s", r->rank, (int)r->pid, how);
 	}
@@ -337,15 +351,58 @@ static void cm_exited(struct job *job, struct cm_proc *cm, int wait_status)
 	}
 	describe_wait_status(wait_status, how, sizeof how);
 	if (job->phase == PHASE_START_CMS || job->phase == PHASE_RUN) {
-		output_message("cmserver %d (pid %d) %s%s; stopping the job", cm->index,
-		               (int)cm->pid, how,
-		               cm->ready ? " during the run" : " while starting");
+		if (!cm->died)
+			output_message("cmserver %d (pid %d) %s%s; stopping the job", cm->index,
+			               (int)cm->pid, how,
+			               cm->ready ? " during the run" : " while starting");
+		cm->died = job->had_faults = true;
 		job_fail(job, CMRUN_EXIT_FAILURE);
 	} else if (job->phase == PHASE_STOP_CMS && !job->escalated && wait_status != 0 &&
 	           !cm_stopped_as_asked(cm, wait_status)) {
 		output_message("warning: cmserver %d %s when asked to stop", cm->index, how);
 	} else {
 		output_verbose("cmserver %d (pid %d) %s", cm->index, (int)cm->pid, how);
+	}
+}
+
+/* How long cmrun waits for a CM whose report pipe ended to be reapable
+ * (its exit is under way: unmapping a large log takes a while). */
+#define CM_GONE_WAIT_MS 1000
+
+void job_cm_gone(struct job *job, struct cm_proc *cm)
+{
+	int status;
+	for (int waited = 0; cm->state == PROC_RUNNING; waited += 10) {
+		pid_t got = waitpid(cm->pid, &status, WNOHANG);
+		if (got == cm->pid) {
+			cm_exited(job, cm, status);
+			return;
+		}
+		if (got < 0 || waited >= CM_GONE_WAIT_MS)
+			break;
+		usleep(10000);
+	}
+	if (cm->state != PROC_RUNNING || job->phase != PHASE_RUN)
+		return;
+	/* Still exiting (or reaped by the loop already): named now, its
+	 * status follows with -v. */
+	output_message("cmserver %d (pid %d) died during the run (its report pipe closed); "
+	               "stopping the job",
+	               cm->index, (int)cm->pid);
+	cm->died = job->had_faults = true;
+	job_fail(job, CMRUN_EXIT_FAILURE);
+}
+
+/* Before a rank's failure is judged: a local CM that is dying (its ranks
+ * see their connections end before cmrun sees it exit) is reaped and
+ * named first. */
+static void reap_dying_cms(struct job *job)
+{
+	for (int i = 0; i < job->ncms && job->phase == PHASE_RUN; i++) {
+		struct cm_proc *cm = &job->cms[i];
+		if (cm->state == PROC_RUNNING && !cm->remote && cm->pid > 0 &&
+		    !detect_process_alive(cm->pid))
+			job_cm_gone(job, cm);
 	}
 }
 
@@ -427,6 +484,12 @@ static void on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 
 /* ---- setup ---- */
 
+/* output.c wants what ranks reported so far (a restored rank's filler). */
+static void read_reports_now(void *job)
+{
+	control_drain(job);
+}
+
 int job_run(struct job *job)
 {
 	const struct cmrun_options *o = job->opts;
@@ -466,6 +529,8 @@ int job_run(struct job *job)
 
 	ev_child_init(&job->child_watcher, on_child, 0, 0);
 	job->child_watcher.data = job;
+	/* A CM's exit before the output of the ranks it cut off (detect.c). */
+	ev_set_priority(&job->child_watcher, EV_MAXPRI);
 	ev_child_start(loop, &job->child_watcher);
 	ev_signal_init(&job->sigint_watcher, on_signal, SIGINT);
 	ev_signal_init(&job->sigterm_watcher, on_signal, SIGTERM);
@@ -488,6 +553,7 @@ int job_run(struct job *job)
 	job->rank0_stdin = input_start(loop, job->ranks[0].remote);
 	if (control_open(job) < 0 || remote_open(job) < 0)
 		return CMRUN_EXIT_FAILURE;
+	output_set_sync_hook(read_reports_now, job);
 	if (job->any_remote &&
 	    asprintf(&job->control_env, "%s=%s", CM_ENV_CONTROL, job->control_addr) < 0) {
 		job->control_env = NULL;
@@ -507,6 +573,7 @@ int job_run(struct job *job)
 	ckpt_server_stop(job);
 
 	ft_final_status(job);
+	ft_report(job);
 	input_stop();
 	control_close(job);
 	remote_close(job);

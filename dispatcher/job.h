@@ -60,10 +60,33 @@ struct rank_proc {
 	bool stop_reported;  /* ft.c said why its death stops the job */
 	ev_timer lost_timer; /* a CM reported the connection lost: confirm */
 	unsigned lost_incarnation;
-	int lost_cm;       /* -1: the control connection ended (remote.c) */
-	bool hb_watched;   /* a heartbeat of this incarnation came */
-	bool hb_finished;  /* it said "finalized": no more heartbeats expected */
-	ev_tstamp hb_last; /* when the last one came */
+	int lost_cm; /* -1: the control connection ended (remote.c) */
+	/* Failure handling (ft.c), for the current incarnation unless said:
+	 * reset at every spawn. */
+	bool mpi_started;         /* it said "init": it is in MPI (finalized: hb_finished) */
+	bool from_image;          /* it resumed from a checkpoint image */
+	unsigned long long image; /* which one (its number), if from_image */
+	bool kill_injected;       /* cmrun sent it a fault-injection signal */
+	bool crashed;             /* it said "crashed": crash_sig at crash_progress */
+	int crash_sig;
+	unsigned long crash_progress;
+	/* The previous incarnation's crash, if it crashed on its own: a
+	 * re-execution dying the same way at the same point is a bug. */
+	bool prev_crashed;
+	int prev_crash_sig;
+	unsigned long prev_crash_progress;
+	bool prev_from_image;
+	unsigned long long prev_image;
+	/* The fault report (ft.c), over the whole run. */
+	int injected_kills, other_failures;
+	int restarts_from_image, restarts_from_start;
+	ev_tstamp died_at;           /* when the last failure was seen, until "init" */
+	double down_total, down_max; /* failure seen -> next incarnation in MPI_Init */
+	int down_count;
+	char first_failure[160]; /* "killed by signal SIGSEGV", first one not injected */
+	bool hb_watched;         /* a heartbeat of this incarnation came */
+	bool hb_finished;        /* it said "finalized": no more heartbeats expected */
+	ev_tstamp hb_last;       /* when the last one came */
 };
 
 /* One channel memory (cmserver process). */
@@ -90,7 +113,8 @@ struct cm_proc {
 	ev_io report_io;
 	char report_buf[256];
 	size_t report_len;
-	unsigned long long log_bytes, replayed;
+	unsigned long long log_bytes, replayed, events_replayed;
+	bool died; /* exited during the run on its own (the job's first error) */
 };
 
 enum job_phase {
@@ -145,6 +169,7 @@ struct job {
 	int restarts_total;
 	int restarts_pending; /* remote ranks lost, restart decided later (remote.c) */
 	int kills_done;
+	bool had_faults;        /* a rank or CM failed during the run: ft_report says so */
 	uint64_t rng;           /* --seed */
 	ev_timer kill_timer;    /* --kill-every */
 	ev_timer kill_at_timer; /* --kill-at */
@@ -222,6 +247,11 @@ void job_start_ranks(struct job *job);
  * one (--port-base), and the peer list. 0 or -1 after printing why. */
 int job_open_direct_listeners(struct job *job);
 
+/* A CM's report pipe ended during the run: it is dying. Reaps it (a short
+ * bounded wait) and stops the job naming it, before the errors of the
+ * ranks it leaves behind are judged. */
+void job_cm_gone(struct job *job, struct cm_proc *cm);
+
 /* ft.c: fault tolerance. */
 /* Called once the ranks are started: arms fault injection and the status
  * line. */
@@ -236,9 +266,23 @@ void ft_final_status(struct job *job);
  * returns true if it did (the job goes on), false when the job must stop
  * (a message saying why was printed if it is a restart limit). */
 bool ft_rank_failed(struct job *job, struct rank_proc *r, int wait_status);
+/* Counts r's death during the run (by a signal, or declared failed) for
+ * the fault report, before it is judged. */
+void ft_note_failure(struct job *job, struct rank_proc *r, int wait_status);
 /* Spawns r's next incarnation (counted already) and skips the output its
  * predecessors printed; stops the job if that fails. */
 void ft_respawn(struct job *job, struct rank_proc *r);
+/* A rank's reports over the control pipe (control.c): it is in MPI_Init
+ * (from the start or from a checkpoint image); it is about to write
+ * filler for what it printed before its image; it dies of sig at progress
+ * (MPI requests made). */
+void ft_rank_init(struct job *job, struct rank_proc *r, bool from_image);
+void ft_rank_restored(struct job *job, struct rank_proc *r, unsigned long long image,
+                      unsigned long long out, unsigned long long err);
+void ft_rank_crashed(struct job *job, struct rank_proc *r, int sig, unsigned long progress);
+/* The end of a run that had faults: what failed, what was restarted from
+ * where, what was replayed, how long ranks were down (stderr). */
+void ft_report(struct job *job);
 
 /* detect.c: failure detection. */
 /* Starts reading a just-spawned CM's report pipe. */
@@ -261,6 +305,9 @@ void detect_confirm_lost(struct job *job, struct rank_proc *r);
 void detect_declare_failed(struct job *job, struct rank_proc *r, const char *why);
 /* Sum of the CMs' replay counters, for the status line. */
 unsigned long long detect_replayed(const struct job *job);
+unsigned long long detect_events_replayed(const struct job *job);
+/* Alive: not a zombie and not exiting (/proc); unknown counts as alive. */
+bool detect_process_alive(pid_t pid);
 
 /* remote.c: control connections of remote processes. */
 /* Listens for them (when some process is remote). Returns 0 or -1

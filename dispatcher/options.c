@@ -85,7 +85,8 @@ static void usage(FILE *out)
 	    "      --max-restarts N   restarts allowed per rank (default %d; 0: none)\n"
 	    "      --kill-every T     fault injection: kill a rank every T (e.g. 500ms)\n"
 	    "      --kill-rank R      the rank --kill-every kills (default: random)\n"
-	    "      --kill-count K     injected kills at most (default %d)\n"
+	    "      --kill-count K     injected kills at most (default %d; with\n"
+	    "                         --kill-rank R, at most --max-restarts)\n"
 	    "      --kill-signal SIG  signal of injected kills (KILL, TERM, ... or a\n"
 	    "                         number; default KILL)\n"
 	    "      --seed S           seed of the random choice of --kill-rank random\n"
@@ -429,6 +430,7 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	const char *hosts_file = NULL, *host_list = NULL, *kill_host_text = NULL;
 	bool have_kill_opts = false, have_transport = false, have_replicate = false;
 	const char *kill_rank_text = NULL, *launch_text = NULL;
+	bool have_kill_count = false;
 	enum map_policy map_by = MAP_BY_SLOT;
 	opts->port_base = CMRUN_DEFAULT_PORT_BASE;
 
@@ -541,6 +543,7 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 				          CMRUN_MAX_KILL_COUNT, optarg);
 			opts->kill_count = (int)value;
 			have_kill_opts = true;
+			have_kill_count = true;
 			break;
 		case OPT_KILL_SIGNAL:
 			opts->kill_signal = parse_signal(optarg);
@@ -707,6 +710,10 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	if (have_kill_opts && opts->kill_every_ns == 0)
 		bad_usage("--kill-rank, --kill-count, --kill-signal and --seed go with "
 		          "--kill-every");
+	/* Kills aimed at one rank all count against its restarts: by default
+	 * no more than it may survive, so the documented example succeeds. */
+	if (!have_kill_count && opts->kill_rank >= 0 && opts->kill_count > opts->max_restarts)
+		opts->kill_count = opts->max_restarts > 0 ? opts->max_restarts : 1;
 	if (opts->kill_rank >= opts->nranks)
 		bad_usage("--kill-rank %s: the job has ranks 0 to %d", kill_rank_text,
 		          opts->nranks - 1);

@@ -49,6 +49,23 @@ struct out_stream {
 	struct out_source *waiting_head, *waiting_tail;
 };
 
+/* One complete line a rank printed: what a later incarnation's lines are
+ * matched against. */
+struct line_rec {
+	uint64_t hash;
+	uint64_t len;
+};
+
+/* The lines an incarnation (and its predecessors) printed, handed from a
+ * dead incarnation's source to the next one's. */
+struct history {
+	struct line_rec *lines;
+	size_t n, cap;
+	bool lost;             /* past HISTORY_MAX lines: byte counting instead */
+	uint64_t partial_hash; /* an unterminated last line, already forwarded */
+	uint64_t partial_len;
+};
+
 struct out_source {
 	ev_io io;
 	int fd;
@@ -60,6 +77,23 @@ struct out_source {
 	bool at_line_start;      /* false while this source owns its stream mid-line */
 	unsigned long long pos;  /* bytes read from the pipe so far, skipped ones included */
 	unsigned long long skip; /* bytes still to drop before forwarding (re-execution) */
+	/* Every line read, for a next incarnation (NULL once handed over). */
+	struct history *hist;
+	uint64_t line_hash, line_len; /* the line being read */
+	/* Following (a re-executed rank): its lines are matched against what
+	 * its predecessors printed, prev, from line cursor on. */
+	struct history *prev;
+	size_t cursor;
+	bool following;
+	unsigned long long filler;     /* filler bytes still to come */
+	unsigned long long filler_acc; /* filler bytes not yet a whole old line */
+	bool filler_known;             /* the filler was announced (and may be consumed) */
+	/* A line that matched nothing, held until the next line tells whether
+	 * it was new (forwarded) or a re-printed line with other contents
+	 * (dropped, as byte counting would have). */
+	char *pending;
+	size_t pending_len;
+	uint64_t pending_hash;
 	bool done;
 	bool waiting;
 	struct out_source *next_waiting;
@@ -81,7 +115,12 @@ static struct {
 	int open_sources;
 	struct out_source *all_sources;
 	char scratch[READ_CHUNK];
+	void (*sync_hook)(void *);
+	void *sync_arg;
 } out;
+
+/* Lines kept per source for re-executions (16 bytes each). */
+#define HISTORY_MAX (1u << 20)
 
 static void *writer_main(void *arg)
 {
@@ -296,12 +335,204 @@ static void carry_append(struct out_source *src, const char *data, size_t len)
 	src->carry_len += len;
 }
 
+/* ---- line history and re-executions ----
+ *
+ * A re-executed rank prints again what its dead incarnation printed, and a
+ * rank restored from a checkpoint image may print lines its predecessor
+ * did not ("resuming from step 7"). Its lines are matched one by one
+ * against the lines its predecessors printed (a 64-bit hash and a length
+ * per line): a line equal to the next expected one is dropped, a line
+ * found nowhere is new and forwarded. The filler a restored rank writes
+ * for what came before its image (ft.c, "restored") stands for as many
+ * bytes of old lines. Once every old line is accounted for, the rank's
+ * output flows as usual. So output stays whole lines, each printed once. */
+
+static uint64_t fnv(uint64_t h, const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)p[i]) * 0x100000001B3ull;
+	return h;
+}
+#define FNV_START 14695981039346656037ull
+
+static void history_free(struct history *h)
+{
+	if (h) {
+		free(h->lines);
+		free(h);
+	}
+}
+
+static void history_push(struct out_source *src, uint64_t hash, uint64_t len)
+{
+	struct history *h = src->hist;
+	if (h == NULL || h->lost)
+		return;
+	if (h->n == h->cap) {
+		size_t cap = h->cap ? h->cap * 2 : 64;
+		struct line_rec *p = cap <= HISTORY_MAX ? realloc(h->lines, cap * sizeof *p) : NULL;
+		if (p == NULL) {
+			/* Too many lines to keep: re-executions count bytes. */
+			free(h->lines);
+			h->lines = NULL;
+			h->n = h->cap = 0;
+			h->lost = true;
+			return;
+		}
+		h->lines = p;
+		h->cap = cap;
+	}
+	h->lines[h->n++] = (struct line_rec){hash, len};
+}
+
+/* Records the lines of data (forwarded as usual). */
+static void history_record(struct out_source *src, const char *data, size_t len)
+{
+	while (len > 0) {
+		const char *nl = memchr(data, '\n', len);
+		size_t piece = nl ? (size_t)(nl - data) + 1 : len;
+		src->line_hash = fnv(src->line_len ? src->line_hash : FNV_START, data, piece);
+		src->line_len += piece;
+		if (nl) {
+			history_push(src, src->line_hash, src->line_len);
+			src->line_len = 0;
+		}
+		data += piece;
+		len -= piece;
+	}
+}
+
+static void pending_forward(struct out_source *src, struct builder *b)
+{
+	if (src->pending_len == 0)
+		return;
+	emit_text(src, b, src->pending, src->pending_len);
+	src->pending_len = 0;
+}
+
+static bool is_old(const struct out_source *src, size_t at, uint64_t hash, size_t len)
+{
+	const struct history *h = src->prev;
+	return at < h->n && h->lines[at].hash == hash && h->lines[at].len == len;
+}
+
+/* Every old line accounted for: the rest of the output is new, and is
+ * what the next incarnation, if any, is matched against. */
+static void stop_following(struct out_source *src, struct builder *b)
+{
+	pending_forward(src, b);
+	src->following = false;
+	if (src->hist) {
+		history_free(src->hist);
+		src->hist = NULL;
+	}
+	src->hist = src->prev; /* the furthest any incarnation got, grown from here */
+	src->prev = NULL;
+}
+
+/* One complete line of a following source. */
+static void follow_line(struct out_source *src, struct builder *b, const char *line, size_t len)
+{
+	struct history *h = src->prev;
+	uint64_t hash = fnv(FNV_START, line, len);
+	if (len == 1 && line[0] == '\n' && src->filler == 0 && !src->filler_known &&
+	    !is_old(src, src->cursor, hash, len) && out.sync_hook) {
+		/* Perhaps a restored rank's filler: it said so before writing it. */
+		out.sync_hook(out.sync_arg);
+	}
+	if (len == 1 && line[0] == '\n' && src->filler > 0) {
+		pending_forward(src, b);
+		src->filler--;
+		src->filler_acc++;
+		while (src->cursor < h->n && src->filler_acc >= h->lines[src->cursor].len)
+			src->filler_acc -= h->lines[src->cursor++].len;
+	} else if (src->pending_len && is_old(src, src->cursor + 1, hash, len)) {
+		/* The held line re-printed the old one with other contents
+		 * (a time, a value the program does not take from MPI). */
+		src->pending_len = 0;
+		src->cursor += 2;
+	} else if (is_old(src, src->cursor, hash, len)) {
+		pending_forward(src, b);
+		src->cursor++;
+	} else {
+		pending_forward(src, b);
+		if (len > CARRY_MAX) {
+			emit_text(src, b, line, len);
+		} else {
+			char *p = realloc(src->pending, len);
+			if (p == NULL) {
+				emit_text(src, b, line, len);
+			} else {
+				src->pending = p;
+				memcpy(p, line, len);
+				src->pending_len = len;
+				src->pending_hash = hash;
+			}
+		}
+	}
+	if (src->cursor >= h->n && src->filler == 0) {
+		/* The old unterminated last line went out already: only its
+		 * rest is new. */
+		size_t cut = 0;
+		if (h->partial_len && src->pending_len > h->partial_len &&
+		    fnv(FNV_START, src->pending, h->partial_len) == h->partial_hash) {
+			cut = h->partial_len;
+			memmove(src->pending, src->pending + cut, src->pending_len - cut);
+			src->pending_len -= cut;
+		}
+		h->partial_len = 0;
+		stop_following(src, b);
+	}
+}
+
+/* The bytes of a following source: whole lines are matched; what comes
+ * after the last old line is consumed as usual. Returns how many bytes
+ * were taken. */
+static size_t follow(struct out_source *src, struct builder *b, const char *data, size_t len)
+{
+	size_t used = 0;
+	while (src->following && used < len) {
+		const char *nl = memchr(data + used, '\n', len - used);
+		if (nl == NULL) {
+			size_t rest = len - used;
+			if (src->carry_len + rest > CARRY_MAX) {
+				/* A line too long to hold: out as it comes, and
+				 * no more matching. */
+				stop_following(src, b);
+				return used;
+			}
+			carry_append(src, data + used, rest);
+			return len;
+		}
+		size_t piece = (size_t)(nl - (data + used)) + 1;
+		if (src->carry_len) {
+			carry_append(src, data + used, piece);
+			follow_line(src, b, src->carry, src->carry_len);
+			src->carry_len = 0;
+		} else {
+			follow_line(src, b, data + used, piece);
+		}
+		used += piece;
+	}
+	return used;
+}
+
 /* New bytes from the pipe: complete lines go out, the tail waits in carry
  * unless it grew past CARRY_MAX (then it goes out and the source holds the
  * stream until the line ends). */
 static void consume(struct out_source *src, const char *data, size_t len)
 {
 	struct builder b = {0};
+	if (src->following) {
+		size_t used = follow(src, &b, data, len);
+		data += used;
+		len -= used;
+		if (len == 0 || src->following) {
+			builder_commit(src, &b);
+			return;
+		}
+	}
+	history_record(src, data, len);
 	const char *last_nl = memrchr(data, '\n', len);
 	if (last_nl == NULL && src->carry_len + len <= CARRY_MAX) {
 		carry_append(src, data, len);
@@ -322,6 +553,18 @@ static void consume(struct out_source *src, const char *data, size_t len)
 static void finish(struct out_source *src)
 {
 	struct builder b = {0};
+	if (src->following) {
+		pending_forward(src, &b);
+		/* Cut off while re-printing an old line: that line went out
+		 * whole already. */
+		const struct history *h = src->prev;
+		if (src->carry_len && src->cursor < h->n &&
+		    src->carry_len < h->lines[src->cursor].len)
+			src->carry_len = 0;
+	} else if (src->hist && src->line_len) {
+		src->hist->partial_hash = src->line_hash;
+		src->hist->partial_len = src->line_len;
+	}
 	emit_text(src, &b, src->carry, src->carry_len);
 	src->carry_len = 0;
 	if (!src->at_line_start && out.tag_lines_at_eof)
@@ -413,6 +656,7 @@ struct out_source *output_source_open(int fd, enum out_target target, const char
 	struct out_source *src = calloc(1, sizeof *src);
 	if (src == NULL)
 		return NULL;
+	src->hist = calloc(1, sizeof *src->hist); /* NULL: no matching, byte counts */
 	if (prefix && *prefix) {
 		src->prefix = strdup(prefix);
 		if (src->prefix == NULL) {
@@ -450,6 +694,45 @@ void output_source_skip(struct out_source *src, unsigned long long n)
 {
 	if (src)
 		src->skip = n;
+}
+
+void output_source_follow(struct out_source *src, struct out_source *prev,
+                          unsigned long long bytes_seen)
+{
+	if (src == NULL)
+		return;
+	struct history *h = prev ? prev->hist : NULL;
+	if (h == NULL || h->lost) {
+		src->skip = bytes_seen; /* what is left: count bytes */
+		return;
+	}
+	/* The dead incarnation's lines are what the new one is matched
+	 * against; the dead source keeps forwarding whatever still comes,
+	 * unrecorded. */
+	prev->hist = NULL;
+	history_free(src->hist);
+	src->hist = NULL;
+	src->prev = h;
+	src->cursor = 0;
+	src->following = h->n > 0 || h->partial_len > 0;
+	if (!src->following) {
+		src->hist = h;
+		src->prev = NULL;
+	}
+}
+
+void output_source_filler(struct out_source *src, unsigned long long n)
+{
+	if (src && src->following && !src->filler_known) {
+		src->filler = n;
+		src->filler_known = true;
+	}
+}
+
+void output_set_sync_hook(void (*fn)(void *), void *arg)
+{
+	out.sync_hook = fn;
+	out.sync_arg = arg;
 }
 
 bool output_source_done(const struct out_source *src)
@@ -587,6 +870,9 @@ void output_shutdown(bool wait_for_writers)
 		}
 		free(src->prefix);
 		free(src->carry);
+		free(src->pending);
+		history_free(src->hist);
+		history_free(src->prev);
 		free(src);
 	}
 }

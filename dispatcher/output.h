@@ -41,6 +41,22 @@ unsigned long long output_source_position(const struct out_source *src);
  * re-executed rank repeating what an earlier incarnation printed). */
 void output_source_skip(struct out_source *src, unsigned long long n);
 
+/* src is a re-executed rank's stream, prev its dead predecessor's: src's
+ * lines are matched against the lines prev and those before it printed;
+ * repeats are dropped, new lines forwarded (output.c). When prev kept no
+ * line history (too many lines), the first bytes_seen bytes are dropped. */
+void output_source_follow(struct out_source *src, struct out_source *prev,
+                          unsigned long long bytes_seen);
+
+/* Called when a following source needs the ranks' reports read now (a
+ * restored rank announces its filler on the control pipe). */
+void output_set_sync_hook(void (*fn)(void *), void *arg);
+
+/* The new incarnation is about to write n filler bytes ('\n') standing
+ * for what it printed before its checkpoint image: they are dropped and
+ * stand for as many bytes of the earlier output (output_source_skip). */
+void output_source_filler(struct out_source *src, unsigned long long n);
+
 /* True once the source has seen EOF (or was closed). */
 bool output_source_done(const struct out_source *src);
 

@@ -79,8 +79,8 @@ bool repl_replica_failed(struct job *job, struct rank_proc *r, int wait_status)
 			snprintf(prefix, sizeof prefix, "[%d] ", next->rank);
 		forward(next, next->held_out, next->held_err, prefix);
 		next->held_out = next->held_err = -1;
-		output_source_skip(next->out, out_pos);
-		output_source_skip(next->err, err_pos);
+		output_source_follow(next->out, r->out, out_pos);
+		output_source_follow(next->err, r->err, err_pos);
 		r->forwarded = false;
 	}
 	return true;

@@ -153,7 +153,20 @@ itest_run() {
 	wait "$sid"
 	itest_rc=$?
 	itest_elapsed=$((SECONDS - start))
+	itest_split_report "$name"
 	itest_check_leftovers "$name" "$mark" "$sid"
+}
+
+# The fault report cmrun prints last after a run with faults goes to
+# NAME.report, so that NAME.err holds what else the run said.
+itest_split_report() {
+	local err="$itest_work/$1.err"
+	grep -q '^cmrun: fault report: ' "$err" 2>/dev/null || {
+		: >"$itest_work/$1.report"
+		return 0
+	}
+	awk -v rep="$itest_work/$1.report" '/^cmrun: fault report: /{r=1} r{print >rep; next} {print}' \
+		"$err" >"$err.rest" && mv "$err.rest" "$err"
 }
 
 itest_fail() {
