@@ -226,6 +226,7 @@ int main(int argc, char **argv)
 	if (ready_fd >= 0 && fcntl((int)ready_fd, F_GETFD) < 0)
 		bad_usage("--ready-fd %ld: not an open file descriptor", ready_fd);
 	static struct ckpt_server srv;
+	pthread_mutex_init(&srv.unauth_mu, NULL);
 	read_secret(secret_file, srv.secret);
 
 	/* Blocked in every thread (inherited); the accept loop takes them from

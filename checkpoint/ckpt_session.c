@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,17 +185,93 @@ io_failed:
 	return -1;
 }
 
+/* Reads exactly len bytes by the absolute deadline (cm_now_ms). 0, or -1
+ * (closed, failed, or too late). */
+static int read_by(int fd, void *buf, size_t len, long long deadline)
+{
+	uint8_t *p = buf;
+	while (len > 0) {
+		long long left = deadline - cm_now_ms();
+		struct pollfd pf = {.fd = fd, .events = POLLIN};
+		if (left <= 0)
+			return -1;
+		int r = poll(&pf, 1, (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Enters fd in the list of connections still authenticating; a full list
+ * drops its oldest (shutdown: that session's read fails at once). */
+static void unauth_enter(struct ckpt_server *srv, int fd)
+{
+	pthread_mutex_lock(&srv->unauth_mu);
+	if (srv->nunauth == CKPT_MAX_UNAUTH) {
+		shutdown(srv->unauth[0], SHUT_RDWR);
+		memmove(srv->unauth, srv->unauth + 1,
+		        (CKPT_MAX_UNAUTH - 1) * sizeof srv->unauth[0]);
+		srv->nunauth--;
+		static long long said;
+		long long now = cm_now_ms();
+		if (now - said > 10000) { /* a flood must not flood the log too */
+			said = now;
+			cm_info("%d connections without HELLO: dropping the oldest",
+			        CKPT_MAX_UNAUTH);
+		}
+	}
+	srv->unauth[srv->nunauth++] = fd;
+	pthread_mutex_unlock(&srv->unauth_mu);
+}
+
+/* false: it was dropped meanwhile (see unauth_enter). */
+static bool unauth_leave(struct ckpt_server *srv, int fd)
+{
+	bool found = false;
+	pthread_mutex_lock(&srv->unauth_mu);
+	for (int i = 0; i < srv->nunauth; i++)
+		if (srv->unauth[i] == fd) {
+			memmove(srv->unauth + i, srv->unauth + i + 1,
+			        (size_t)(srv->nunauth - i - 1) * sizeof srv->unauth[0]);
+			srv->nunauth--;
+			found = true;
+			break;
+		}
+	pthread_mutex_unlock(&srv->unauth_mu);
+	return found;
+}
+
+/* The HELLO frame, whole within CKPT_AUTH_TIMEOUT_MS of connecting. */
 static int authenticate(struct session *s, const char **why)
 {
+	long long deadline = cm_now_ms() + CKPT_AUTH_TIMEOUT_MS;
+	uint8_t hdr[CKPT_HEADER_SIZE];
 	struct ckpt_header h;
-	int rc = read_frame(s, &h);
-	if (rc != CKPT_OK) {
-		*why = rc < 0 ? NULL : ckpt_err_str(rc);
-		return rc;
+	unauth_enter(s->srv, s->fd);
+	int rc = -1;
+	if (read_by(s->fd, hdr, sizeof hdr, deadline) == 0)
+		rc = (int)ckpt_header_decode(hdr, sizeof hdr, &h);
+	if (rc == CKPT_OK && h.type != CKPT_T_HELLO)
+		rc = CKPT_E_AUTH;
+	if (rc == CKPT_OK && h.len && read_by(s->fd, s->buf, h.len, deadline) < 0)
+		rc = -1;
+	if (!unauth_leave(s->srv, s->fd) || rc < 0) {
+		*why = NULL; /* dropped, gone or too slow: nobody to answer */
+		return -1;
 	}
-	if (h.type != CKPT_T_HELLO) {
-		*why = "HELLO with the job secret must come first";
-		return CKPT_E_AUTH;
+	if (rc != CKPT_OK) {
+		*why = rc == CKPT_E_AUTH ? "HELLO with the job secret must come first"
+		                         : ckpt_err_str(rc);
+		return rc;
 	}
 	char presented[CKPT_SECRET_LEN + 1];
 	memcpy(presented, s->buf, CKPT_SECRET_LEN);

@@ -5,6 +5,7 @@
 #include "ckpt_proto.h"
 #include "ckpt_store.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 /* Idle limit per read or write: a client that stalls longer is dropped (its
@@ -12,11 +13,25 @@
 #define CKPT_IO_TIMEOUT_MS 120000
 /* Connections served at once; more are refused with ERROR(BUSY). */
 #define CKPT_MAX_SESSIONS 256
+/* A client has this long from connecting to its HELLO being in (one frame
+ * a real client sends at once), whatever pace its bytes come at: the per
+ * read idle limit alone lets one byte a minute hold a session. */
+#define CKPT_AUTH_TIMEOUT_MS 5000
+/* Connections without HELLO at once: past this the oldest is dropped to
+ * make room, so clients that never authenticate cannot take the sessions
+ * authenticated ones need, nor keep a new client from authenticating. */
+#define CKPT_MAX_UNAUTH 32
 
 struct ckpt_server {
 	struct ckpt_store *store;
 	char secret[CKPT_SECRET_LEN + 1];
 	atomic_int sessions;
+	/* Descriptors of the connections still authenticating, oldest first
+	 * (guarded by unauth_mu; a session leaves the list before it closes
+	 * its descriptor, so a dropped one is always still its own). */
+	pthread_mutex_t unauth_mu;
+	int unauth[CKPT_MAX_UNAUTH];
+	int nunauth;
 };
 
 /* Serves fd until the client leaves or is refused, then closes it. */

@@ -10,7 +10,10 @@
 int cm_parse_long(const char *text, long min, long max, long *out)
 {
 	char *end;
-	if (text == NULL || *text == '\0')
+	/* strtol alone would take leading blanks and a '+': one spelling per
+	 * number, so every component accepts and refuses the same text. */
+	if (text == NULL || !(isdigit((unsigned char)text[0]) ||
+	                      (text[0] == '-' && isdigit((unsigned char)text[1]))))
 		return -1;
 	errno = 0;
 	long v = strtol(text, &end, 10);

@@ -12,7 +12,8 @@ int cm_parse_size(const char *text, uint64_t *out);
  * Returns 0 and nanoseconds in *out_ns, or -1. */
 int cm_parse_duration(const char *text, uint64_t *out_ns);
 
-/* Strict decimal integer in [min, max]; returns 0 or -1. */
+/* Strict decimal integer in [min, max]: digits with an optional leading
+ * minus, nothing else (no blanks, no plus sign); returns 0 or -1. */
 int cm_parse_long(const char *text, long min, long max, long *out);
 
 #endif

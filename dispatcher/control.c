@@ -8,72 +8,47 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ctrl_line.h"
 #include "output.h"
 
-/* The current incarnation of (rank, replica), or NULL for a stale or
- * malformed report. */
-static struct rank_proc *reporter(struct job *job, int rank, unsigned incarnation, int replica)
+/* The current incarnation of (rank, replica), or NULL for a stale report
+ * (ctrl_line_parse already bounded both). */
+static struct rank_proc *reporter(struct job *job, const struct ctrl_line *l)
 {
-	const struct cmrun_options *o = job->opts;
-	if (rank < 0 || rank >= o->nranks || replica < 0 || replica >= o->replicas)
-		return NULL;
-	struct rank_proc *r = &job->ranks[rank * o->replicas + replica];
-	return r->state == PROC_RUNNING && r->incarnation == incarnation ? r : NULL;
-}
-
-/* client/heartbeat.h: "init", "restored", "crashed" (ft.c). */
-static bool failure_line(struct job *job, const char *line)
-{
-	int rank, replica, sig;
-	unsigned incarnation;
-	unsigned long progress;
-	unsigned long long image, out, err;
-	char from[8], extra;
-	struct rank_proc *r;
-	if (strchr(line, '-') != NULL)
-		return false;
-	if (sscanf(line, "init %d %u %d %7s %c", &rank, &incarnation, &replica, from, &extra) ==
-	        4 &&
-	    (strcmp(from, "start") == 0 || strcmp(from, "image") == 0)) {
-		if ((r = reporter(job, rank, incarnation, replica)) != NULL)
-			ft_rank_init(job, r, strcmp(from, "image") == 0);
-		return true;
-	}
-	if (sscanf(line, "restored %d %u %d %llu %llu %llu %c", &rank, &incarnation, &replica,
-	           &image, &out, &err, &extra) == 6) {
-		if ((r = reporter(job, rank, incarnation, replica)) != NULL)
-			ft_rank_restored(job, r, image, out, err);
-		return true;
-	}
-	if (sscanf(line, "crashed %d %u %d %d %lu %c", &rank, &incarnation, &replica, &sig,
-	           &progress, &extra) == 5) {
-		if ((r = reporter(job, rank, incarnation, replica)) != NULL)
-			ft_rank_crashed(job, r, sig, progress);
-		return true;
-	}
-	return false;
+	struct rank_proc *r = &job->ranks[l->rank * job->opts->replicas + l->replica];
+	return r->state == PROC_RUNNING && r->incarnation == l->incarnation ? r : NULL;
 }
 
 void control_handle_line(struct job *job, const char *line)
 {
-	int rank, code, replica;
-	unsigned incarnation;
-	char extra;
-	if (sscanf(line, "abort %d %d %c", &rank, &code, &extra) == 2 && rank >= 0 &&
-	    rank < job->opts->nranks) {
-		job_rank_aborted(job, rank, code);
+	struct ctrl_line l;
+	struct rank_proc *r;
+	switch (ctrl_line_parse(line, job->opts->nranks, job->opts->replicas, &l)) {
+	case CTRL_ABORT:
+		job_rank_aborted(job, l.rank, l.code);
 		return;
+	case CTRL_HEARTBEAT:
+	case CTRL_FINALIZED:
+		/* detect.c checks the incarnation. */
+		detect_heartbeat(job, l.rank, l.incarnation, l.replica, l.kind == CTRL_FINALIZED);
+		return;
+	case CTRL_INIT: /* client/heartbeat.h; ft.c */
+		if ((r = reporter(job, &l)) != NULL)
+			ft_rank_init(job, r, l.from_image);
+		return;
+	case CTRL_RESTORED:
+		if ((r = reporter(job, &l)) != NULL)
+			ft_rank_restored(job, r, l.image, l.out, l.err);
+		return;
+	case CTRL_CRASHED:
+		if ((r = reporter(job, &l)) != NULL)
+			ft_rank_crashed(job, r, l.sig, (unsigned long)l.progress);
+		return;
+	case CTRL_HELLO: /* only the first line of a control connection */
+	case CTRL_BAD:
+		break;
 	}
-	/* client/heartbeat.c; detect.c checks the numbers. */
-	bool beat = strncmp(line, "heartbeat ", 10) == 0;
-	if ((beat || strncmp(line, "finalized ", 10) == 0) && strchr(line, '-') == NULL &&
-	    sscanf(line + 10, "%d %u %d %c", &rank, &incarnation, &replica, &extra) == 3) {
-		detect_heartbeat(job, rank, incarnation, replica, !beat);
-		return;
-	}
-	if (failure_line(job, line))
-		return;
-	output_verbose("ignoring control report '%s'", line);
+	output_verbose("ignoring control report '%.64s'", line);
 }
 
 void control_drain(struct job *job)

@@ -31,19 +31,27 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "ctrl_line.h"
 #include "launch.h"
 #include "net.h"
 #include "output.h"
 #include "spawn.h"
 
 /* Connections that have not said who they are, at most: a port scan or a
- * stray client must not exhaust cmrun's descriptors. */
+ * stray client must not exhaust cmrun's descriptors. A full table makes
+ * room by dropping the oldest of them, and each gets CTRL_HELLO_DEADLINE
+ * seconds to send the secret and its hello line (a real process sends
+ * both at once, right after connecting), so idle connections can neither
+ * fill the table for long nor keep a restarted rank from reporting in. */
 #define PENDING_MAX 64
+#define CTRL_HELLO_DEADLINE 5.0
+#define CTRL_ACCEPT_PAUSE 0.1 /* seconds without accepting when out of descriptors */
 
 struct ctrl_conn {
 	struct job *job;
 	int fd;
 	ev_io io;
+	ev_timer deadline; /* until the hello line */
 	bool authed;
 	struct rank_proc *rank; /* after hello */
 	struct ctrl_conn *next;
@@ -60,6 +68,7 @@ static void conn_free(struct job *job, struct ctrl_conn *c)
 		}
 	job->nconns--;
 	ev_io_stop(job->loop, &c->io);
+	ev_timer_stop(job->loop, &c->deadline);
 	close(c->fd);
 	if (c->rank && c->rank->ctrl == c)
 		c->rank->ctrl = NULL;
@@ -81,15 +90,13 @@ static bool secret_matches(const struct job *job, const char *line)
 static bool hello(struct job *job, struct ctrl_conn *c, const char *line)
 {
 	const struct cmrun_options *o = job->opts;
-	int rank, replica;
-	unsigned incarnation;
-	char extra;
-	if (strncmp(line, "hello ", 6) != 0 || strchr(line, '-') ||
-	    sscanf(line + 6, "%d %u %d %c", &rank, &incarnation, &replica, &extra) != 3 ||
-	    rank >= o->nranks || replica >= o->replicas) {
+	struct ctrl_line l;
+	if (ctrl_line_parse(line, o->nranks, o->replicas, &l) != CTRL_HELLO) {
 		output_verbose("control connection: bad hello '%.64s'; closing it", line);
 		return false;
 	}
+	int rank = l.rank, replica = l.replica;
+	unsigned incarnation = l.incarnation;
 	struct rank_proc *r = &job->ranks[rank * o->replicas + replica];
 	if (r->state != PROC_RUNNING || r->incarnation != incarnation || r->ctrl) {
 		/* An incarnation cmrun gave up: closing makes it exit. */
@@ -101,6 +108,7 @@ static bool hello(struct job *job, struct ctrl_conn *c, const char *line)
 	}
 	c->rank = r;
 	r->ctrl = c;
+	ev_timer_stop(job->loop, &c->deadline);
 	if (o->verbosity >= 2)
 		output_verbose("rank %d incarnation %u: control connection", rank, incarnation);
 	return true;
@@ -176,20 +184,74 @@ static void on_conn(struct ev_loop *loop, ev_io *w, int revents)
 	conn_read(c->job, c);
 }
 
+static void on_accept_pause(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct job *job = w->data;
+	ev_io_start(loop, &job->ctrl_accept_io);
+}
+
+static void on_deadline(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct ctrl_conn *c = w->data;
+	output_verbose("control connection: no hello within %.0f s; closing it",
+	               CTRL_HELLO_DEADLINE);
+	conn_free(c->job, c);
+}
+
+/* The connection that has waited longest without a hello (the list is
+ * newest first), or NULL. */
+static struct ctrl_conn *oldest_pending(struct job *job, int *pending)
+{
+	struct ctrl_conn *oldest = NULL;
+	*pending = 0;
+	for (struct ctrl_conn *c = job->conns; c; c = c->next)
+		if (c->rank == NULL) {
+			++*pending;
+			oldest = c;
+		}
+	return oldest;
+}
+
 static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct job *job = w->data;
 	for (;;) {
 		int fd = accept4(job->ctrl_listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
-			return; /* EAGAIN, or out of descriptors: the next one may do */
-		int pending = 0;
-		for (struct ctrl_conn *c = job->conns; c; c = c->next)
-			pending += c->rank == NULL;
-		struct ctrl_conn *c = pending < PENDING_MAX ? calloc(1, sizeof *c) : NULL;
+		int pending;
+		struct ctrl_conn *oldest = oldest_pending(job, &pending);
+		if (fd < 0 &&
+		    (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
+			/* The listener stays readable: make room from the
+			 * unidentified ones, else stop watching it for a while
+			 * rather than spin. */
+			if (oldest) {
+				conn_free(job, oldest);
+				continue;
+			}
+			ev_io_stop(loop, &job->ctrl_accept_io);
+			ev_timer_set(&job->ctrl_pause, CTRL_ACCEPT_PAUSE, 0.);
+			ev_timer_start(loop, &job->ctrl_pause);
+			return;
+		}
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return; /* EAGAIN */
+		}
+		if (pending >= PENDING_MAX) {
+			if (!job->ctrl_evicting)
+				output_verbose(
+				    "control connections: %d not identified yet; dropping "
+				    "the oldest ones",
+				    pending);
+			job->ctrl_evicting = true;
+			conn_free(job, oldest);
+		} else {
+			job->ctrl_evicting = false;
+		}
+		struct ctrl_conn *c = calloc(1, sizeof *c);
 		if (c == NULL) {
-			output_verbose("control connection refused: %d not identified yet",
-			               pending);
+			output_verbose("control connection refused: out of memory");
 			close(fd);
 			continue;
 		}
@@ -201,6 +263,9 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 		ev_io_init(&c->io, on_conn, fd, EV_READ);
 		c->io.data = c;
 		ev_io_start(loop, &c->io);
+		ev_timer_init(&c->deadline, on_deadline, CTRL_HELLO_DEADLINE, 0.);
+		c->deadline.data = c;
+		ev_timer_start(loop, &c->deadline);
 	}
 }
 
@@ -266,6 +331,8 @@ int remote_open(struct job *job)
 	cm_format_addr(&bound, job->control_addr, sizeof job->control_addr);
 	ev_io_init(&job->ctrl_accept_io, on_accept, job->ctrl_listen_fd, EV_READ);
 	job->ctrl_accept_io.data = job;
+	ev_timer_init(&job->ctrl_pause, on_accept_pause, CTRL_ACCEPT_PAUSE, 0.);
+	job->ctrl_pause.data = job;
 	ev_io_start(job->loop, &job->ctrl_accept_io);
 	output_verbose("control connections of remote processes: %s", job->control_addr);
 	return 0;
@@ -289,6 +356,7 @@ void remote_close(struct job *job)
 		conn_free(job, job->conns);
 	if (job->ctrl_listen_fd >= 0) {
 		ev_io_stop(job->loop, &job->ctrl_accept_io);
+		ev_timer_stop(job->loop, &job->ctrl_pause);
 		close(job->ctrl_listen_fd);
 		job->ctrl_listen_fd = -1;
 	}
