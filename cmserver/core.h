@@ -146,6 +146,11 @@ struct cm_core_hooks {
 struct cm_core_config {
 	char secret[CM_SECRET_LEN]; /* job secret, exactly CM_SECRET_LEN bytes */
 	uint32_t max_payload;       /* --max-message */
+	/* The job's world size as whoever started the CM knows it
+	 * (--world-size): a HELLO with another is refused. 0: unknown, the
+	 * first accepted HELLO sets it, up to CM_WORLD_MAX (its state is
+	 * allocated for every rank at once). */
+	uint32_t world_size;
 	/* Delivered entries are kept in memory for replay up to this many bytes
 	 * (payload + bookkeeping) over all destinations; past it the oldest
 	 * delivered entries of a destination are spilled (or dropped without
@@ -228,6 +233,9 @@ void cm_core_free(struct cm_core *core);
 void cm_core_stats(const struct cm_core *core, struct cm_core_stats *out);
 /* One info line with the counters a run ends with (at shutdown). */
 void cm_core_log_summary(const struct cm_core *core);
+/* Largest world size a HELLO may set when the CM was not given one. */
+#define CM_WORLD_MAX 65536
+
 /* World size learned from the first accepted HELLO, 0 before. */
 uint32_t cm_core_world_size(const struct cm_core *core);
 
@@ -249,6 +257,10 @@ void cm_session_release(struct cm_session *s);
  * incarnation replaced it): the engine stops processing input, writes the
  * remaining output, then closes. Input that still arrives is discarded. */
 int cm_session_closing(const struct cm_session *s);
+/* The peer has shown the job secret (its HELLO may still wait for an older
+ * incarnation's connection to end). Any thread may ask: engines drop
+ * connections that have not within a deadline. */
+int cm_session_authenticated(const struct cm_session *s);
 /* Authenticated rank, or -1. */
 int cm_session_rank(const struct cm_session *s);
 /* The connection said BYE and got BYE_ACK: a close now is not a failure. */

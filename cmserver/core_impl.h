@@ -128,7 +128,9 @@ struct cm_rec {
 
 /* Request ids are dense per rank (0,1,2,...); an id this far past the
  * highest recorded one is not recorded (a hostile or broken peer must not
- * make the CM allocate without bound). */
+ * make the CM allocate without bound). Nor is one that would make the
+ * record span more than twice the answers it was asked to record plus
+ * this gap: a gap per step alone let a rank grow it by 2^20 slots a frame. */
 #define CM_REC_MAX_GAP (1u << 20)
 
 /* One logged nondeterministic event of a rank (an MPI_Wtime value, ...). */
@@ -151,6 +153,7 @@ struct cm_dest {
 	struct cm_rec *recs;
 	uint64_t nrecs; /* 1 + highest id recorded, 0 if none */
 	uint64_t recs_cap, recs_base;
+	uint64_t recs_asked; /* cm_rec_slot calls: answers to record */
 	uint64_t next_seq;
 	uint64_t undelivered;
 	struct cm_bucket **table;
@@ -177,7 +180,18 @@ struct cm_outq {
 	size_t first, count;
 	size_t first_off; /* bytes of items[first] already written */
 	size_t pending;   /* unwritten bytes */
+	/* Memory held by queued items that carry no log payload (answers,
+	 * replayed events, acknowledgements): written under OUTQ, read
+	 * atomically by the session's reader for backpressure. */
+	size_t ctrl_bytes;
 };
+
+/* Output a session may have queued in frames without a log payload before
+ * its reader stops taking its input (cm_session_held): a rank that never
+ * reads what it asks for (EVENT_ACK with REPLAY resends every event) must
+ * not grow its queue without bound. Payload memory has its own bound
+ * (--log-mem); this covers the rest. */
+#define CM_OUTQ_CTRL_MAX (8u << 20)
 
 void cm_outq_init(struct cm_outq *q);
 void cm_outq_free(struct cm_outq *q);
@@ -220,6 +234,7 @@ struct cm_session {
 	int32_t rank; /* -1 until authenticated */
 	uint32_t incarnation;
 	bool registered; /* holds its rank's slot in the rank table */
+	bool authed;     /* atomic: a HELLO with the job secret came (cm_session_authenticated) */
 	bool said_bye;
 	/* GLOBAL. A newer incarnation's HELLO waits (successor, holding a
 	 * reference) until this live connection closes, so every frame the dead

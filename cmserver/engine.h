@@ -8,6 +8,7 @@
 #include "monitor.h"
 #include "protocol.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct cm_logmem;
@@ -19,6 +20,7 @@ struct cm_server_opts {
 	struct cm_logmem *mem;    /* payload memory (logmem.h) */
 	uint32_t cut_through_min; /* forward payloads this large as they arrive; 0: off */
 	unsigned threads;         /* multiplexer, specialized: worker loops (1..64) */
+	uint32_t world_size;      /* --world-size, 0: the first HELLO's (core.h) */
 	char secret[CM_SECRET_LEN];
 	struct cm_monitor *monitor; /* reports to the dispatcher (monitor.h), or NULL */
 	/* Where delivered payloads go past log_mem (spill.h), or NULL: dropped. */
@@ -60,6 +62,27 @@ enum eng_send_result { ENG_SEND_DRAINED, ENG_SEND_BLOCKED, ENG_SEND_FAILED };
  * until the queue is empty (DRAINED), the socket is full (BLOCKED), or a
  * write fails (FAILED, errno in *err). The caller holds OUTQ(s). */
 enum eng_send_result eng_send_output(struct cm_session *s, int fd, int *err);
+
+/* Peers without the job secret. An accepted connection has ENG_AUTH_DEADLINE
+ * seconds to authenticate (a real rank sends HELLO as soon as it connects),
+ * checked every ENG_AUTH_SWEEP seconds; at the descriptor limit the oldest
+ * unauthenticated connections are dropped to make room, and only when none
+ * is left does the engine pause accepting (ENG_ACCEPT_PAUSE). Idle
+ * connections from someone without the secret thus cannot keep ranks out. */
+#define ENG_AUTH_DEADLINE 5.0
+#define ENG_AUTH_SWEEP 1.0
+#define ENG_ACCEPT_PAUSE 0.1
+/* A condition that repeats (out of descriptors) is logged at most once per
+ * this many seconds, with the count of repeats since. */
+#define ENG_LOG_EVERY 10.0
+
+struct eng_log_limit {
+	double last;         /* when it was last logged, 0 = never */
+	unsigned long quiet; /* repeats not logged since */
+};
+/* true: log now (with *repeats, the repeats not logged since); false:
+ * counted, stay quiet. */
+bool eng_log_due(struct eng_log_limit *l, double now, unsigned long *repeats);
 
 /* Every mode --mode knows, built or not; ends with a NULL name. */
 extern const struct cm_engine cm_engines[];

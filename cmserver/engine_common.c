@@ -25,6 +25,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,48 @@ static struct worker *pick_reader(struct eng *e)
 	return best;
 }
 
+/* Shuts down the sockets of up to max connections without the job secret,
+ * oldest first, that were accepted before `before` (0: any); their readers
+ * then close them. Returns how many. Accepting thread. */
+static unsigned drop_unauthenticated(struct eng *e, double before, unsigned max)
+{
+	unsigned n = 0;
+	pthread_mutex_lock(&e->reg_mu);
+	struct conn *c = e->reg;
+	while (c && c->reg_next)
+		c = c->reg_next;
+	for (; c && n < max; c = c->reg_prev) {
+		if (c->dropped || cm_session_authenticated(c->s) ||
+		    (before != 0 && c->accepted > before))
+			continue;
+		shutdown(c->fd, SHUT_RDWR);
+		c->dropped = true;
+		n++;
+	}
+	pthread_mutex_unlock(&e->reg_mu);
+	return n;
+}
+
+/* Out of descriptors (or threads): make room from the peers without the
+ * secret, and stop accepting for a moment either way -- the dropped ones
+ * are closed by their readers, not here, so accepting at once would fail
+ * again. */
+static void pause_accepting(struct eng *e, const char *why)
+{
+	unsigned dropped = drop_unauthenticated(e, 0, 16);
+	unsigned long repeats;
+	if (eng_log_due(&e->accept_log, ev_now(e->loop), &repeats))
+		cm_err("cannot take a new connection: %s; dropped %u without the job secret, "
+		       "pausing (%lu more times since the last report)",
+		       why, dropped, repeats);
+	for (unsigned k = 0; k < e->listeners.n; k++)
+		ev_io_stop(e->loop, &e->accept_w[k]);
+	/* A one-shot timer that has fired keeps its expired time: started
+	 * again as it is, it would fire at once and the pause never pause. */
+	ev_timer_set(&e->accept_pause, ENG_ACCEPT_PAUSE, 0.);
+	ev_timer_start(e->loop, &e->accept_pause);
+}
+
 static void on_accept(struct ev_loop *loop, ev_io *aw, int revents)
 {
 	struct eng *e = aw->data;
@@ -57,10 +100,7 @@ static void on_accept(struct ev_loop *loop, ev_io *aw, int revents)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return;
-			cm_err("accept: %s; pausing", strerror(errno));
-			for (unsigned k = 0; k < e->listeners.n; k++)
-				ev_io_stop(loop, &e->accept_w[k]);
-			ev_timer_start(loop, &e->accept_pause);
+			pause_accepting(e, strerror(errno));
 			return;
 		}
 		cm_tune_socket(fd);
@@ -71,17 +111,20 @@ static void on_accept(struct ev_loop *loop, ev_io *aw, int revents)
 		if (s == NULL) {
 			if (wfd >= 0 && wfd != fd)
 				close(wfd);
-			cm_err("out of memory or threads for a new connection; refusing it");
 			if (rd && rd->one_shot) { /* nothing was handed to it: let it end */
 				__atomic_store_n(&rd->stop, true, __ATOMIC_RELEASE);
 				ev_async_send(rd->loop, &rd->async);
 			}
 			free(c);
 			close(fd);
-			continue;
+			/* Most likely out of descriptors for the worker's loop or
+			 * of threads: the same remedy as a failed accept. */
+			pause_accepting(e, "out of memory, descriptors or threads");
+			return;
 		}
 		c->e = e;
 		c->s = s;
+		c->accepted = ev_now(loop);
 		pthread_mutex_init(&c->in_mu, NULL);
 		c->fd = fd;
 		c->wfd = wfd;
@@ -114,6 +157,14 @@ static void on_accept_pause(struct ev_loop *loop, ev_timer *w, int revents)
 	struct eng *e = w->data;
 	for (unsigned k = 0; k < e->listeners.n; k++)
 		ev_io_start(loop, &e->accept_w[k]);
+}
+
+static void on_auth_sweep(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct eng *e = w->data;
+	unsigned n = drop_unauthenticated(e, ev_now(loop) - ENG_AUTH_DEADLINE, UINT_MAX);
+	if (n)
+		cm_debug("%u connections without the job secret in time dropped", n);
 }
 
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
@@ -153,6 +204,7 @@ int cm_engine_threaded(const struct cm_server_opts *opts, const struct cm_listen
 	eng_locks_init(&e->locks);
 	pthread_mutex_init(&e->reg_mu, NULL);
 	struct cm_core_config cfg = {.max_payload = opts->max_message,
+	                             .world_size = opts->world_size,
 	                             .log_mem = opts->log_mem / 8,
 	                             .mem = opts->mem,
 	                             .cut_through_min = opts->cut_through_min,
@@ -193,7 +245,10 @@ int cm_engine_threaded(const struct cm_server_opts *opts, const struct cm_listen
 		e->accept_w[k].data = e;
 		ev_io_start(e->loop, &e->accept_w[k]);
 	}
-	ev_timer_init(&e->accept_pause, on_accept_pause, ACCEPT_PAUSE, 0.);
+	ev_timer_init(&e->accept_pause, on_accept_pause, ENG_ACCEPT_PAUSE, 0.);
+	ev_timer_init(&e->auth_sweep, on_auth_sweep, ENG_AUTH_SWEEP, ENG_AUTH_SWEEP);
+	e->auth_sweep.data = e;
+	ev_timer_start(e->loop, &e->auth_sweep);
 	ev_signal_init(&e->sigterm, on_signal, SIGTERM);
 	ev_signal_init(&e->sigint, on_signal, SIGINT);
 	e->accept_pause.data = e;
@@ -209,6 +264,7 @@ int cm_engine_threaded(const struct cm_server_opts *opts, const struct cm_listen
 	for (unsigned k = 0; k < ls->n; k++)
 		ev_io_stop(e->loop, &e->accept_w[k]);
 	ev_timer_stop(e->loop, &e->accept_pause);
+	ev_timer_stop(e->loop, &e->auth_sweep);
 	ev_signal_stop(e->loop, &e->sigterm);
 	ev_signal_stop(e->loop, &e->sigint);
 	status = 0;

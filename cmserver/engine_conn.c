@@ -251,12 +251,8 @@ void eng_writer_close(struct conn *c)
 		cm_debug("connection fd %d closed", c->wfd);
 	/* No producing thread writes to the number once it is closed (and
 	 * perhaps reused). */
-	eng_out_lock(&e->locks, c->s);
-	c->wfd_closed = true;
-	eng_out_unlock(&e->locks, c->s);
-	close(c->wfd);
-	if (c->wfd != c->fd)
-		eng_worker_post(c->rd, c, R_FINAL, 0);
+	/* Unlisted before the close: the accepting thread may shut down a
+	 * listed connection's socket, which must still be this one. */
 	pthread_mutex_lock(&e->reg_mu);
 	if (c->reg_prev)
 		c->reg_prev->reg_next = c->reg_next;
@@ -265,6 +261,12 @@ void eng_writer_close(struct conn *c)
 	if (c->reg_next)
 		c->reg_next->reg_prev = c->reg_prev;
 	pthread_mutex_unlock(&e->reg_mu);
+	eng_out_lock(&e->locks, c->s);
+	c->wfd_closed = true;
+	eng_out_unlock(&e->locks, c->s);
+	close(c->wfd);
+	if (c->wfd != c->fd)
+		eng_worker_post(c->rd, c, R_FINAL, 0);
 	__atomic_sub_fetch(&c->rd->load, 1, __ATOMIC_RELAXED);
 	eng_conn_unref(c); /* the writer's reference */
 }

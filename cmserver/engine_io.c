@@ -17,6 +17,18 @@ int cm_listeners_close(const struct cm_listeners *ls, int status)
 	return status;
 }
 
+bool eng_log_due(struct eng_log_limit *l, double now, unsigned long *repeats)
+{
+	if (l->last != 0 && now - l->last < ENG_LOG_EVERY) {
+		l->quiet++;
+		return false;
+	}
+	*repeats = l->quiet;
+	l->quiet = 0;
+	l->last = now;
+	return true;
+}
+
 enum eng_send_result eng_send_output(struct cm_session *s, int fd, int *err)
 {
 	for (;;) {

@@ -24,7 +24,6 @@
 
 #define READS_PER_EVENT 16 /* full-buffer reads before yielding to other sockets */
 #define CLOSE_LINGER 2.0   /* seconds a refused peer gets to read its ERROR */
-#define ACCEPT_PAUSE 0.1   /* seconds without accepting after EMFILE and the like */
 #define HOLD_RETRY 0.001   /* seconds between tries of a sender held back for memory */
 
 struct mono;
@@ -38,6 +37,7 @@ struct conn {
 	ev_timer hold;            /* retries a sender held back (cm_session_held) */
 	struct conn *prev, *next; /* every open connection */
 	struct conn *dirty_next;  /* connections with new output to flush */
+	ev_tstamp accepted;       /* for ENG_AUTH_DEADLINE */
 	bool dirty, closed, shut_wr;
 };
 
@@ -47,8 +47,10 @@ struct mono {
 	unsigned nlisteners;
 	ev_io accept_w[CM_MAX_LISTENERS]; /* one per listening socket */
 	ev_timer accept_pause;
+	ev_timer auth_sweep; /* drops connections past ENG_AUTH_DEADLINE */
+	struct eng_log_limit accept_log;
 	ev_signal sigterm, sigint;
-	struct conn *conns;
+	struct conn *conns; /* newest first */
 	struct conn *dirty;
 	unsigned nconns;
 };
@@ -214,6 +216,32 @@ static void on_linger(struct ev_loop *loop, ev_timer *w, int revents)
 	flush_dirty(m);
 }
 
+/* The connection without the job secret that came first (the list is
+ * newest first), or NULL. */
+static struct conn *oldest_unauthenticated(struct mono *m)
+{
+	struct conn *found = NULL;
+	for (struct conn *c = m->conns; c; c = c->next)
+		if (!cm_session_authenticated(c->s))
+			found = c;
+	return found;
+}
+
+static void pause_accepting(struct mono *m, int err)
+{
+	unsigned long repeats;
+	if (eng_log_due(&m->accept_log, ev_now(m->loop), &repeats))
+		cm_err("accept: %s (%u connections open, all authenticated); pausing (%lu more "
+		       "times since the last report)",
+		       strerror(err), m->nconns, repeats);
+	for (unsigned k = 0; k < m->nlisteners; k++)
+		ev_io_stop(m->loop, &m->accept_w[k]);
+	/* A one-shot timer that has fired keeps its expired time: started
+	 * again as it is, it would fire at once and the pause never pause. */
+	ev_timer_set(&m->accept_pause, ENG_ACCEPT_PAUSE, 0.);
+	ev_timer_start(m->loop, &m->accept_pause);
+}
+
 static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct mono *m = w->data;
@@ -224,13 +252,18 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return;
-			/* EMFILE, ENFILE, ENOBUFS, ENOMEM: the backlog keeps them;
-			 * retry a little later rather than spinning. */
-			cm_err("accept: %s (%u connections open); pausing", strerror(errno),
-			       m->nconns);
-			for (unsigned k = 0; k < m->nlisteners; k++)
-				ev_io_stop(loop, &m->accept_w[k]);
-			ev_timer_start(loop, &m->accept_pause);
+			/* EMFILE, ENFILE, ENOBUFS, ENOMEM: the backlog keeps them.
+			 * A peer without the secret gives way to whoever waits
+			 * there; with none, retry a little later rather than
+			 * spinning. */
+			struct conn *victim = oldest_unauthenticated(m);
+			if (victim) {
+				conn_close(victim,
+				           "dropped for a new connection (descriptor limit)");
+				flush_dirty(m);
+				continue;
+			}
+			pause_accepting(m, errno);
 			return;
 		}
 		cm_tune_socket(fd);
@@ -245,6 +278,7 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 		c->m = m;
 		c->s = s;
 		c->fd = fd;
+		c->accepted = ev_now(loop);
 		ev_io_init(&c->rw, on_readable, fd, EV_READ);
 		ev_io_init(&c->ww, on_writable, fd, EV_WRITE);
 		ev_timer_init(&c->linger, on_linger, CLOSE_LINGER, 0.);
@@ -267,6 +301,18 @@ static void on_accept_pause(struct ev_loop *loop, ev_timer *w, int revents)
 		ev_io_start(loop, &m->accept_w[k]);
 }
 
+static void on_auth_sweep(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct mono *m = w->data;
+	ev_tstamp now = ev_now(loop);
+	for (struct conn *c = m->conns, *next; c; c = next) {
+		next = c->next;
+		if (!cm_session_authenticated(c->s) && now - c->accepted >= ENG_AUTH_DEADLINE)
+			conn_close(c, "no HELLO with the job secret in time");
+	}
+	flush_dirty(m);
+}
+
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	cm_info("signal %d: shutting down", w->signum);
@@ -277,6 +323,7 @@ int cm_engine_mono(const struct cm_server_opts *opts, const struct cm_listeners 
 {
 	struct mono m = {.nlisteners = ls->n};
 	struct cm_core_config cfg = {.max_payload = opts->max_message,
+	                             .world_size = opts->world_size,
 	                             .log_mem = opts->log_mem / 8,
 	                             .mem = opts->mem,
 	                             .cut_through_min = opts->cut_through_min,
@@ -314,7 +361,10 @@ int cm_engine_mono(const struct cm_server_opts *opts, const struct cm_listeners 
 		m.accept_w[k].data = &m;
 		ev_io_start(m.loop, &m.accept_w[k]);
 	}
-	ev_timer_init(&m.accept_pause, on_accept_pause, ACCEPT_PAUSE, 0.);
+	ev_timer_init(&m.accept_pause, on_accept_pause, ENG_ACCEPT_PAUSE, 0.);
+	ev_timer_init(&m.auth_sweep, on_auth_sweep, ENG_AUTH_SWEEP, ENG_AUTH_SWEEP);
+	m.auth_sweep.data = &m;
+	ev_timer_start(m.loop, &m.auth_sweep);
 	ev_signal_init(&m.sigterm, on_signal, SIGTERM);
 	ev_signal_init(&m.sigint, on_signal, SIGINT);
 	m.accept_pause.data = &m;
@@ -342,6 +392,7 @@ int cm_engine_mono(const struct cm_server_opts *opts, const struct cm_listeners 
 	for (unsigned k = 0; k < ls->n; k++)
 		ev_io_stop(m.loop, &m.accept_w[k]);
 	ev_timer_stop(m.loop, &m.accept_pause);
+	ev_timer_stop(m.loop, &m.auth_sweep);
 	ev_signal_stop(m.loop, &m.sigterm);
 	ev_signal_stop(m.loop, &m.sigint);
 	cm_core_free(m.core);

@@ -15,7 +15,6 @@
 
 #define READS_PER_EVENT 16 /* full-buffer reads before yielding to other sockets */
 #define CLOSE_LINGER 2.0   /* seconds a refused peer gets to read its ERROR */
-#define ACCEPT_PAUSE 0.1   /* seconds without accepting after EMFILE and the like */
 #define HOLD_RETRY 0.001   /* seconds between tries of a sender held back for memory */
 
 /* Mailbox flags. */
@@ -53,6 +52,10 @@ struct conn {
 	struct conn *new_next, *rq_next, *wq_next;
 	unsigned rq_flags, wq_flags;
 	struct conn *reg_prev, *reg_next; /* e->reg, under e->reg_mu */
+	/* Accepting thread only: when, for ENG_AUTH_DEADLINE; whether it was
+	 * shut down for lacking the secret (its reader then closes it). */
+	double accepted;
+	bool dropped;
 };
 
 struct post {
@@ -87,9 +90,13 @@ struct eng {
 	struct cm_listeners listeners;
 	ev_io accept_w[CM_MAX_LISTENERS]; /* one per listener */
 	ev_timer accept_pause;
+	ev_timer auth_sweep; /* drops connections past ENG_AUTH_DEADLINE */
+	struct eng_log_limit accept_log;
 	ev_signal sigterm, sigint;
 	pthread_mutex_t reg_mu;
-	struct conn *reg;       /* connections whose socket is open */
+	/* Connections whose socket is open, newest first: both descriptors
+	 * stay open while a connection is listed. */
+	struct conn *reg;
 	struct worker *workers; /* every worker not yet joined */
 };
 

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -140,6 +141,17 @@ struct worker *eng_worker_start(struct eng *e, bool one_shot)
 		free(w);
 		return NULL;
 	}
+	/* ev_async_start cannot fail: libev aborts the process when it finds
+	 * no descriptor for its wake-up pipe. At the descriptor limit a new
+	 * worker must be refused instead, so make sure one is free first (the
+	 * accepting thread is the only one that opens descriptors here). */
+	int probe = eventfd(0, EFD_CLOEXEC);
+	if (probe < 0) {
+		ev_loop_destroy(w->loop);
+		free(w);
+		return NULL;
+	}
+	close(probe);
 	pthread_mutex_init(&w->mu, NULL);
 	ev_async_init(&w->async, on_async);
 	w->async.data = w;

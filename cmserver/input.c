@@ -252,6 +252,14 @@ int cm_session_next_frame(struct cm_session *s, struct cm_frame *f)
 			return 0; /* the engine calls cm_session_fill_notify first */
 		if (s->fill_diverged)
 			return refuse_diverged(s);
+		if (__atomic_load_n(&s->out.ctrl_bytes, __ATOMIC_RELAXED) > CM_OUTQ_CTRL_MAX &&
+		    s->fill == NULL && s->in_entry == NULL) {
+			/* Backpressure: the peer is not reading what it asked for;
+			 * its next requests wait in its socket until it does. */
+			s->held = true;
+			compact(s);
+			return 0;
+		}
 		if (s->fill && s->fill_got < s->fill->len) {
 			size_t avail = s->in_end - s->in_pos;
 			if (avail)

@@ -4,6 +4,7 @@
  * I/O engine --mode selects. */
 #include "config.h"
 
+#include "core.h"
 #include "engine.h"
 #include "logmem.h"
 #include "spill.h"
@@ -48,6 +49,9 @@ static uint64_t default_log_mem(void)
  * payload and its writer woken per read. Measured on loopback (2 cores):
  * cut-through loses 5-30 % at 128 KiB, wins 5-35 % at 256 KiB and above. */
 #define DEFAULT_CUT_THROUGH_MIN (256 * 1024)
+/* --world-size ceiling: ranks are 32-bit on the wire, and the CM allocates
+ * its per-rank state for every rank up front. */
+#define MAX_WORLD_SIZE (1 << 24)
 /* A HELLO carries 48 bytes: a smaller ceiling would lock every rank out. */
 #define MIN_MAX_MESSAGE CM_HELLO_PAYLOAD
 
@@ -108,6 +112,9 @@ static void usage(FILE *out)
 	    "                       arrives (cut-through): matched at its header, its DELIVER\n"
 	    "                       sent in pieces from the log buffer (default 256KiB;\n"
 	    "                       0 = off: store the whole payload, then forward)\n"
+	    "  --world-size N       the job's ranks (cmrun passes it): a HELLO with another\n"
+	    "                       world size is refused. Without it the first accepted\n"
+	    "                       HELLO sets it, up to %d\n"
 	    "  --secret-file FILE   read the 32-character job secret from the first line of\n"
 	    "                       FILE; the environment variable %s takes precedence\n"
 	    "  -v, --verbose        report connections and errors; twice for debug output\n"
@@ -117,7 +124,7 @@ static void usage(FILE *out)
 	    "either cmserver refuses to start. SIGTERM or SIGINT stop it cleanly (exit 0).\n"
 	    "Exit status: 0 after a clean stop, 1 on a runtime failure, 2 on a usage error.\n",
 	    CM_THREADS_MIN, CM_THREADS_MAX, CM_ENV_CM_THREADS, CM_THREADS_DEFAULT, MIN_MAX_MESSAGE,
-	    CM_ENV_SECRET, CM_ENV_SECRET);
+	    CM_WORLD_MAX, CM_ENV_SECRET, CM_ENV_SECRET);
 }
 
 static void __attribute__((noreturn)) bad_usage(const char *fmt, ...)
@@ -198,6 +205,7 @@ int main(int argc, char **argv)
 		OPT_SPILL_DIR,
 		OPT_NO_SPILL,
 		OPT_CUT_THROUGH,
+		OPT_WORLD_SIZE,
 		OPT_SECRET
 	};
 	static const struct option longopts[] = {
@@ -212,6 +220,7 @@ int main(int argc, char **argv)
 	    {"spill-dir", required_argument, NULL, OPT_SPILL_DIR},
 	    {"no-spill", no_argument, NULL, OPT_NO_SPILL},
 	    {"cut-through-min", required_argument, NULL, OPT_CUT_THROUGH},
+	    {"world-size", required_argument, NULL, OPT_WORLD_SIZE},
 	    {"secret-file", required_argument, NULL, OPT_SECRET},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
@@ -266,6 +275,15 @@ int main(int argc, char **argv)
 			opts.cut_through_min =
 			    (uint32_t)parse_size_opt("--cut-through-min", optarg, 0, UINT32_MAX);
 			break;
+		case OPT_WORLD_SIZE: {
+			long n;
+			if (cm_parse_long(optarg, 1, MAX_WORLD_SIZE, &n) < 0)
+				bad_usage(
+				    "--world-size '%s': must be a number of ranks from 1 to %d",
+				    optarg, MAX_WORLD_SIZE);
+			opts.world_size = (uint32_t)n;
+			break;
+		}
 		case OPT_LOG_MEM:
 			opts.log_mem = parse_size_opt("--log-mem", optarg, 0, UINT64_MAX);
 			break;

@@ -20,8 +20,10 @@ struct cm_rec *cm_rec_slot(struct cm_dest *d, uint64_t id)
 	if (id < d->recs_base)
 		return NULL; /* below a checkpoint's cut: nobody asks for it again */
 	uint64_t slot = id - d->recs_base;
+	d->recs_asked++;
 	if (slot >= d->recs_cap) {
-		if (id >= d->nrecs && id - d->nrecs > CM_REC_MAX_GAP)
+		if (id >= d->nrecs &&
+		    (id - d->nrecs > CM_REC_MAX_GAP || slot > 2 * d->recs_asked + CM_REC_MAX_GAP))
 			return NULL;
 		uint64_t cap = d->recs_cap ? d->recs_cap : 64;
 		while (cap <= slot)

@@ -39,6 +39,20 @@ void cm_buf_unref(struct cm_buf *b)
 	}
 }
 
+/* What an item counts in ctrl_bytes: its slot, when it carries no log
+ * payload (a payload reference is bounded by --log-mem instead). */
+static size_t ctrl_cost(const struct cm_out_item *it)
+{
+	return it->ref ? 0 : sizeof *it;
+}
+
+static void ctrl_add(struct cm_outq *q, size_t n, bool add)
+{
+	if (n)
+		__atomic_store_n(&q->ctrl_bytes, add ? q->ctrl_bytes + n : q->ctrl_bytes - n,
+		                 __ATOMIC_RELAXED);
+}
+
 void cm_outq_init(struct cm_outq *q)
 {
 	memset(q, 0, sizeof *q);
@@ -49,7 +63,10 @@ void cm_outq_free(struct cm_outq *q)
 	for (size_t i = 0; i < q->count; i++)
 		cm_buf_unref(q->items[(q->first + i) & (q->cap - 1)].ref);
 	free(q->items);
-	cm_outq_init(q);
+	q->items = NULL;
+	q->cap = q->first = q->count = q->first_off = q->pending = 0;
+	/* Atomic: the session's reader may be looking (cm_session_next_frame). */
+	__atomic_store_n(&q->ctrl_bytes, 0, __ATOMIC_RELAXED);
 }
 
 static bool grow(struct cm_outq *q)
@@ -76,6 +93,7 @@ bool cm_outq_push(struct cm_outq *q, const struct cm_out_item *item)
 	}
 	q->items[(q->first + q->count) & (q->cap - 1)] = *item;
 	q->count++;
+	ctrl_add(q, ctrl_cost(item), true);
 	q->pending += (size_t)item->head_len + item->body_len;
 	return true;
 }
@@ -143,6 +161,7 @@ void cm_outq_consumed(struct cm_outq *q, size_t n)
 			return;
 		}
 		n -= left;
+		ctrl_add(q, ctrl_cost(it), false);
 		cm_buf_unref(it->ref);
 		q->first = (q->first + 1) & (q->cap - 1);
 		q->count--;

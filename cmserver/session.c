@@ -59,6 +59,11 @@ int cm_session_closing(const struct cm_session *s)
 	return sess_state(s) == CM_S_CLOSING;
 }
 
+int cm_session_authenticated(const struct cm_session *s)
+{
+	return __atomic_load_n(&s->authed, __ATOMIC_RELAXED);
+}
+
 int cm_session_rank(const struct cm_session *s)
 {
 	return s->rank;
@@ -172,6 +177,7 @@ void cm_core_hello(struct cm_session *s, const struct cm_frame *f)
 		cm_session_fail(s, CM_E_AUTH, "wrong job secret");
 		return;
 	}
+	__atomic_store_n(&s->authed, true, __ATOMIC_RELAXED);
 	if (hello->kind != CM_PEER_RANK) {
 		cm_session_fail(s, CM_E_FIELD,
 		                "peer kind %u: a channel memory accepts ranks (kind 0)",
@@ -184,6 +190,21 @@ void cm_core_hello(struct cm_session *s, const struct cm_frame *f)
 		return;
 	}
 	if (core->world_size == 0) {
+		/* Whoever comes first must not size the job for everyone: not
+		 * past what the CM was told, nor past a sane ceiling. */
+		if (core->cfg.world_size && hello->world_size != core->cfg.world_size) {
+			cm_session_fail(s, CM_E_SIZE, "world size %u, the job has %u",
+			                (unsigned)hello->world_size,
+			                (unsigned)core->cfg.world_size);
+			return;
+		}
+		if (!core->cfg.world_size && hello->world_size > CM_WORLD_MAX) {
+			cm_session_fail(
+			    s, CM_E_SIZE,
+			    "world size %u: more than %u ranks needs cmserver --world-size",
+			    (unsigned)hello->world_size, (unsigned)CM_WORLD_MAX);
+			return;
+		}
 		if ((uint32_t)rank >= hello->world_size) {
 			cm_session_fail(s, CM_E_RANK, "rank %d out of range for world size %u",
 			                (int)rank, (unsigned)hello->world_size);

@@ -462,7 +462,7 @@ int spawn_cm(struct job *job, struct cm_proc *cm)
 		close_pair(report);
 		return -1;
 	}
-	char ready_fd[16], report_fd[16], max_message[32], secret_var[64];
+	char ready_fd[16], report_fd[16], max_message[32], secret_var[64], world[16];
 	snprintf(ready_fd, sizeof ready_fd, "%d", ready[1]);
 	snprintf(report_fd, sizeof report_fd, "%d", report[1]);
 	snprintf(max_message, sizeof max_message, "%llu", (unsigned long long)o->max_message);
@@ -497,6 +497,10 @@ int spawn_cm(struct job *job, struct cm_proc *cm)
 		argv[argc++] = "--report-fd";
 		argv[argc++] = report_fd;
 	}
+	/* The job's size is cmrun's to say: a rank's HELLO must not set it. */
+	snprintf(world, sizeof world, "%d", o->nranks);
+	argv[argc++] = "--world-size";
+	argv[argc++] = world;
 	if (o->max_message) {
 		argv[argc++] = "--max-message";
 		argv[argc++] = max_message;
