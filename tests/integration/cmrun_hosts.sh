@@ -275,6 +275,58 @@ if itest_selected $name; then
 	fi
 fi
 
+# Idle connections to the control port (a scan, or an attacker without the
+# secret) must not lock out a restarted rank: cmrun used to refuse every
+# new connection past 64 unidentified ones, forever. 70 of them are opened
+# before rank 1 kills itself; its next incarnation must report in and the
+# job end as the failure-free one did.
+name=tmpl_idle_flood
+if itest_selected $name; then
+	clean=0
+	(
+		FT_KILL_RANK=1 FT_KILL_AT=15 FT_SLEEP_MS=100 itest_run $name "$NP" --tag-output -v \
+			--hosts "$w/two" --launch "$tmpl" -- ft_suite ring "$ITERS"
+		left=$?
+		echo "$itest_rc" >"$w/$name.rc"
+		exit $left
+	) &
+	job=$!
+	port=
+	for i in $(seq 1 100); do
+		port=$(sed -n 's/.*control connections of remote processes: 127.0.0.1:\([0-9]*\)$/\1/p' \
+			"$w/$name.err" 2>/dev/null)
+		[ -n "$port" ] && break
+		sleep 0.1
+	done
+	idle=()
+	if [ -n "$port" ]; then
+		for i in $(seq 1 70); do
+			exec {fd}<>/dev/tcp/127.0.0.1/"$port" 2>/dev/null && idle+=("$fd")
+		done
+	fi
+	wait $job || clean=1
+	for fd in "${idle[@]}"; do
+		exec {fd}>&-
+	done
+	itest_rc=$(cat "$w/$name.rc" 2>/dev/null || echo none)
+	rm -f "$launches"
+	if [ -z "$port" ]; then
+		itest_fail $name "no control port in cmrun -v's output"
+	elif [ "${#idle[@]}" -lt 65 ]; then
+		itest_fail $name "only ${#idle[@]} idle connections could be opened"
+	elif [ "$itest_rc" != 0 ]; then
+		itest_fail $name "exit status $itest_rc, expected 0 (the restarted rank was locked out?)"
+	elif ! diff -u "$w/ref_ring.sorted" <(ft_sorted $name) >"$w/$name.diff"; then
+		itest_fail $name "output differs from the failure-free run"
+	elif ! grep -q 'no hello within' "$w/$name.err"; then
+		itest_fail $name "cmrun -v does not report dropping the idle connections"
+	elif [ "$clean" -ne 0 ]; then
+		itest_fail $name "processes left behind"
+	else
+		itest_pass $name
+	fi
+fi
+
 # cmrun killed: what it started through a launcher that does not take it
 # down (a backgrounded command, as a remote host's would be) exits on its
 # own: ranks when their control connection ends, the CM when its stdin does.
