@@ -128,10 +128,13 @@ struct cm_rec {
 
 /* Request ids are dense per rank (0,1,2,...); an id this far past the
  * highest recorded one is not recorded (a hostile or broken peer must not
- * make the CM allocate without bound). Nor is one that would make the
- * record span more than twice the answers it was asked to record plus
- * this gap: a gap per step alone let a rank grow it by 2^20 slots a frame. */
+ * make the CM allocate without bound). Nor is one past twice the requests
+ * the rank ever posted plus CM_REC_SLACK: a request's id is below the
+ * count of requests its incarnation posted, so only a peer that makes ids
+ * up is refused, and the record grows with what was really posted (a gap
+ * per step alone let PROBE ids stepped by 2^20 take gigabytes). */
 #define CM_REC_MAX_GAP (1u << 20)
+#define CM_REC_SLACK 4096u
 
 /* One logged nondeterministic event of a rank (an MPI_Wtime value, ...). */
 struct cm_event {
@@ -153,7 +156,7 @@ struct cm_dest {
 	struct cm_rec *recs;
 	uint64_t nrecs; /* 1 + highest id recorded, 0 if none */
 	uint64_t recs_cap, recs_base;
-	uint64_t recs_asked; /* cm_rec_slot calls: answers to record */
+	uint64_t posted; /* atomic: RECV_REQ and PROBE frames of the rank (input.c) */
 	uint64_t next_seq;
 	uint64_t undelivered;
 	struct cm_bucket **table;

@@ -415,6 +415,10 @@ int cm_session_next_frame(struct cm_session *s, struct cm_frame *f)
 			return 1;
 
 		default: /* RECV_REQ, PROBE, BYE, EVENT_ACK: header only */
+			if (h.type == CM_T_RECV_REQ || h.type == CM_T_PROBE)
+				/* What bounds the delivery record (cm_rec_slot). */
+				__atomic_add_fetch(&s->core->dests[s->rank].posted, 1,
+				                   __ATOMIC_RELAXED);
 			s->in_pos += CM_HEADER_SIZE;
 			f->h = h;
 			f->entry = NULL;

@@ -20,10 +20,10 @@ struct cm_rec *cm_rec_slot(struct cm_dest *d, uint64_t id)
 	if (id < d->recs_base)
 		return NULL; /* below a checkpoint's cut: nobody asks for it again */
 	uint64_t slot = id - d->recs_base;
-	d->recs_asked++;
 	if (slot >= d->recs_cap) {
+		uint64_t posted = __atomic_load_n(&d->posted, __ATOMIC_RELAXED);
 		if (id >= d->nrecs &&
-		    (id - d->nrecs > CM_REC_MAX_GAP || slot > 2 * d->recs_asked + CM_REC_MAX_GAP))
+		    (id - d->nrecs > CM_REC_MAX_GAP || id > 2 * posted + CM_REC_SLACK))
 			return NULL;
 		uint64_t cap = d->recs_cap ? d->recs_cap : 64;
 		while (cap <= slot)
