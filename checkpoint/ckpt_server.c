@@ -190,9 +190,10 @@ int main(int argc, char **argv)
 				          optarg, ZSTD_minCLevel(), ZSTD_maxCLevel());
 			break;
 		case OPT_MAX_IMAGE:
-			if (cm_parse_size(optarg, &so.max_image) < 0)
+			if (cm_parse_size(optarg, &so.max_image) < 0 || so.max_image == 0)
 				bad_usage(
-				    "--max-image '%s': not a size (examples: 65536, 64K, 4MiB, 1G)",
+				    "--max-image '%s': not a size of at least 1 byte (examples: "
+				    "65536, 64K, 4MiB, 1G)",
 				    optarg);
 			break;
 		case OPT_SECRET:

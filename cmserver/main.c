@@ -326,7 +326,8 @@ int main(int argc, char **argv)
 		threads_from = CM_ENV_CM_THREADS;
 	}
 	opts.threads = takes_threads ? CM_THREADS_DEFAULT : 1;
-	if (threads_text && *threads_text) {
+	/* An empty --threads is a mistake; an empty variable means unset. */
+	if (threads_text && (*threads_text || threads_from[0] == '-')) {
 		long n;
 		if (cm_parse_long(threads_text, CM_THREADS_MIN, CM_THREADS_MAX, &n) < 0)
 			bad_usage("%s '%s': must be a number of threads from %d to %d",
@@ -335,7 +336,7 @@ int main(int argc, char **argv)
 	}
 
 	struct sockaddr_in addr;
-	if (cm_parse_hostport(listen_text, 0, &addr) < 0)
+	if (strchr(listen_text, ':') == NULL || cm_parse_hostport(listen_text, 0, &addr) < 0)
 		bad_usage("--listen '%s': expected ADDR:PORT (IPv4 address or localhost, port "
 		          "0-65535)",
 		          listen_text);

@@ -1,5 +1,7 @@
 #include "net.h"
 
+#include "units.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -24,13 +26,8 @@ int cm_parse_hostport(const char *text, int default_port, struct sockaddr_in *ou
 		goto bad;
 	memcpy(host, text, hlen);
 	host[hlen] = '\0';
-	if (colon) {
-		char *end;
-		errno = 0;
-		port = strtol(colon + 1, &end, 10);
-		if (errno || end == colon + 1 || *end != '\0')
-			goto bad;
-	}
+	if (colon && cm_parse_long(colon + 1, 0, 65535, &port) < 0)
+		goto bad;
 	if (port < 0 || port > 65535)
 		goto bad;
 	memset(out, 0, sizeof *out);

@@ -140,7 +140,10 @@ static const struct {
     {"roles", set_roles, "a comma list of rank, cm and ckpt, each once, such as rank,cm"},
 };
 
-static int parse_attr(struct host_attrs *a, char *word, const char *where, char *err, size_t errlen)
+/* seen: the attributes this line already set (one bit per attr_table
+ * row): a second one would silently win. */
+static int parse_attr(struct host_attrs *a, unsigned *seen, char *word, const char *where,
+                      char *err, size_t errlen)
 {
 	char *eq = strchr(word, '=');
 	if (eq == NULL) {
@@ -151,6 +154,11 @@ static int parse_attr(struct host_attrs *a, char *word, const char *where, char 
 	for (size_t i = 0; i < sizeof attr_table / sizeof attr_table[0]; i++) {
 		if (strcmp(word, attr_table[i].key) != 0)
 			continue;
+		if (*seen & (1u << i)) {
+			snprintf(err, errlen, "%s: %s= given twice", where, word);
+			return -1;
+		}
+		*seen |= 1u << i;
 		if (attr_table[i].set(a, eq + 1) < 0) {
 			snprintf(err, errlen, "%s: %s='%s': want %s", where, word, eq + 1,
 			         attr_table[i].want);
@@ -163,6 +171,28 @@ static int parse_attr(struct host_attrs *a, char *word, const char *where, char 
 	return -1;
 }
 
+/* A hosts file is a short list typed by people: reading it is bounded, so
+ * that --hosts /dev/zero (or any endless stream) is refused, not read into
+ * memory for ever. */
+#define HOSTS_LINE_MAX 1024
+#define HOSTS_LINES_MAX 100000
+
+/* One line into buf (cap bytes), newline included, NUL-terminated: its
+ * length (NUL bytes inside count), 0 at the end of the file, or cap - 1
+ * for a line that does not fit (the rest is not read). */
+static size_t read_line(FILE *f, char *buf, size_t cap)
+{
+	size_t n = 0;
+	int c;
+	while (n + 1 < cap && (c = getc(f)) != EOF) {
+		buf[n++] = (char)c;
+		if (c == '\n')
+			break;
+	}
+	buf[n] = '\0';
+	return n;
+}
+
 int hosts_parse_file(const char *path, struct cmrun_hosts *out, char *err, size_t errlen)
 {
 	memset(out, 0, sizeof *out);
@@ -171,15 +201,26 @@ int hosts_parse_file(const char *path, struct cmrun_hosts *out, char *err, size_
 		snprintf(err, errlen, "--hosts %s: %s", path, strerror(errno));
 		return -1;
 	}
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t n;
+	char line[HOSTS_LINE_MAX + 2];
+	size_t n;
 	int lineno = 0, rc = 0;
-	while (rc == 0 && (n = getline(&line, &cap, f)) >= 0) {
+	while (rc == 0 && (n = read_line(f, line, sizeof line)) > 0) {
 		lineno++;
 		char where[64 + 32];
 		snprintf(where, sizeof where, "%.64s:%d", path, lineno);
-		if ((size_t)n != strlen(line)) {
+		if (lineno > HOSTS_LINES_MAX) {
+			snprintf(err, errlen, "--hosts %s: more than %d lines", path,
+			         HOSTS_LINES_MAX);
+			rc = -1;
+			break;
+		}
+		if (n > HOSTS_LINE_MAX) {
+			snprintf(err, errlen, "%s: a line longer than %d bytes", where,
+			         HOSTS_LINE_MAX);
+			rc = -1;
+			break;
+		}
+		if (n != strlen(line)) {
 			snprintf(err, errlen, "%s: a NUL byte in the line", where);
 			rc = -1;
 			break;
@@ -192,9 +233,10 @@ int hosts_parse_file(const char *path, struct cmrun_hosts *out, char *err, size_
 		if (name == NULL)
 			continue; /* blank or comment */
 		struct host_attrs attrs = {.slots = 1, .roles = HOST_ROLE_RANK};
+		unsigned seen = 0;
 		char *word;
 		while (rc == 0 && (word = strtok_r(NULL, " \t\r\n", &save)) != NULL)
-			rc = parse_attr(&attrs, word, where, err, errlen);
+			rc = parse_attr(&attrs, &seen, word, where, err, errlen);
 		if (rc == 0)
 			rc = add_host(out, name, strlen(name), &attrs, where, err, errlen);
 	}
@@ -210,7 +252,6 @@ int hosts_parse_file(const char *path, struct cmrun_hosts *out, char *err, size_
 		snprintf(err, errlen, "--hosts %s: no host with role rank (roles=rank,...)", path);
 		rc = -1;
 	}
-	free(line);
 	fclose(f);
 	if (rc < 0)
 		hosts_free(out);

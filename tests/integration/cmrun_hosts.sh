@@ -49,6 +49,13 @@ printf 'a addr=10.0.0.1 port=5\n' >"$w/bad_key"
 hosts_refused bad_key "bad_key:1: unknown attribute 'port' \(known: slots, addr, roles\)" -n 1 \
 	--hosts "$w/bad_key"
 
+printf 'a slots=2 addr=10.0.0.1 slots=3\n' >"$w/twice_attr"
+hosts_refused twice_attr "twice_attr:1: slots= given twice" -n 1 --hosts "$w/twice_attr"
+hosts_refused endless "/dev/zero:1: a line longer than 1024 bytes" -n 1 --hosts /dev/zero
+printf 'a slots= 2\n' >"$w/blank_slots"
+hosts_refused blank_slots "blank_slots:1: unknown attribute '2'|slots=''" -n 1 \
+	--hosts "$w/blank_slots"
+
 # ---- options ----
 hosts_refused map_by_bad "--map-by takes slot or host, not 'node'" -n 1 --map-by node
 hosts_refused launch_no_cmd "--launch 'ssh -x \{host\}': .*lacks \{cmd\}" -n 1 --host a \

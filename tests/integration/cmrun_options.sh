@@ -14,6 +14,8 @@ usage_error() {
 note "usage errors"
 usage_error "missing -n" true
 usage_error "no program to run" -n 2
+usage_error "-n takes a number of ranks" -n ' 2' true
+usage_error "-n takes a number of ranks" -n +2 true
 usage_error "-n takes a number of ranks from 1 to 4096, not '0'" -n 0 true
 usage_error "not '-3'" -n -3 true
 usage_error "not '4097'" -n 4097 true

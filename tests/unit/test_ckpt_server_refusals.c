@@ -189,6 +189,7 @@ START_TEST(bad_command_lines)
 	const char *keep0[] = {"--dir", server_dir, "--keep", "0", NULL};
 	const char *level[] = {"--dir", server_dir, "--level", "999", NULL};
 	const char *size[] = {"--dir", server_dir, "--max-image", "12parsecs", NULL};
+	const char *size0[] = {"--dir", server_dir, "--max-image", "0", NULL};
 	const char *unknown[] = {"--dir", server_dir, "--frobnicate", NULL};
 	const char *listen[] = {"--dir", server_dir, "--listen", "nowhere:99999", NULL};
 	const char *ok[] = {"--dir", server_dir, NULL};
@@ -196,6 +197,7 @@ START_TEST(bad_command_lines)
 	ck_assert_int_eq(run_status(SECRET, keep0), 2);
 	ck_assert_int_eq(run_status(SECRET, level), 2);
 	ck_assert_int_eq(run_status(SECRET, size), 2);
+	ck_assert_int_eq(run_status(SECRET, size0), 2);
 	ck_assert_int_eq(run_status(SECRET, unknown), 2);
 	ck_assert_int_eq(run_status(SECRET, listen), 2);
 	ck_assert_int_eq(run_status(NULL, ok), 2);    /* no secret */
