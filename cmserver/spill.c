@@ -455,7 +455,7 @@ static void *writer_main(void *arg)
 			continue;
 		}
 		if (st->disk_full_said)
-			cm_info("spill store %s: writing again", st->dir);
+			cm_notice("spill store %s: writing again", st->dir);
 		st->disk_full_said = false;
 		st->batches++;
 		st->head = last->next;
