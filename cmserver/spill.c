@@ -122,15 +122,19 @@ static double now_seconds(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* The writer takes the whole queue each round and looks again before it
+ * sleeps: only a queue that was empty needs to wake it (one wake-up per
+ * batch, not per payload, when small messages spill fast). */
 static void enqueue_locked(struct cm_spill_store *st, struct pending *p)
 {
 	p->next = NULL;
-	if (st->tail)
+	if (st->tail) {
 		st->tail->next = p;
-	else
+	} else {
 		st->head = p;
+		pthread_cond_signal(&st->cond);
+	}
 	st->tail = p;
-	pthread_cond_signal(&st->cond);
 }
 
 /* ---- the engine's side: reserve, queue, read back ---- */
