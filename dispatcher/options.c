@@ -69,10 +69,10 @@ static void usage(FILE *out)
 	    "                         default 1GiB, or a quarter of the host's memory if\n"
 	    "                         less): past half of it the log spills to disk, at it\n"
 	    "                         the CM holds the senders back\n"
-	    "      --spill-dir DIR    CM k spills to DIR/cm-k, which it creates (DIR must\n"
-	    "                         exist on the CM's host; the files are unlinked once\n"
-	    "                         open, the empty DIR/cm-k stays). Default: a new\n"
-	    "                         directory under the CM's $TMPDIR\n"
+	    "      --spill-dir DIR    where the CMs spill (DIR must exist on each CM's\n"
+	    "                         host; every CM's files have unique names and are\n"
+	    "                         unlinked once open: nothing stays). Default: a new\n"
+	    "                         directory under the CM's $TMPDIR, removed at once\n"
 	    "      --no-spill         drop the log past --log-mem instead of spilling it: a\n"
 	    "                         rank restarted after that cannot be replayed\n"
 	    "      --cut-through-min B  forward messages of at least B bytes as they arrive\n"
@@ -296,29 +296,23 @@ static void check_cm_opts(struct cmrun_options *opts)
 	if (!S_ISDIR(st.st_mode))
 		bad_usage("--spill-dir %s: not a directory", dir);
 	if (access(dir, W_OK | X_OK) < 0)
-		bad_usage("--spill-dir %s: cannot create the CMs' directories there: %s", dir,
+		bad_usage("--spill-dir %s: the CMs cannot write there: %s", dir,
 		          strerror(errno));
 	if (realpath(dir, real) == NULL || strlen(real) + 16 >= PATH_MAX)
 		bad_usage("--spill-dir %s: %s", dir, strerror(errno ? errno : ENAMETOOLONG));
 	memcpy(dir, real, strlen(real) + 1);
 }
 
-void cmrun_cm_argv(const struct cmrun_options *o, int index, char **argv, int *argc, char *spill,
-                   size_t spill_len)
+void cmrun_cm_argv(const struct cmrun_options *o, char **argv, int *argc)
 {
+	/* Every CM gets the same --spill-dir: a store's files have names of
+	 * their own (cmserver/spill.c), so CMs sharing a host never collide. */
 	for (int i = 0; i < CMRUN_CM_OPTS; i++) {
 		if (!o->cm_opt_given[i])
 			continue;
 		argv[(*argc)++] = (char *)cm_opt_specs[i].flag;
-		if (cm_opt_specs[i].kind == CM_OPT_FLAG)
-			continue;
-		if (cm_opt_specs[i].kind == CM_OPT_DIR) {
-			/* CMs sharing a host must not share a store. */
-			snprintf(spill, spill_len, "%s/cm-%d", o->cm_opt_value[i], index);
-			argv[(*argc)++] = spill;
-		} else {
+		if (cm_opt_specs[i].kind != CM_OPT_FLAG)
 			argv[(*argc)++] = (char *)o->cm_opt_value[i];
-		}
 	}
 }
 

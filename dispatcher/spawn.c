@@ -486,7 +486,7 @@ int spawn_cm(struct job *job, struct cm_proc *cm)
 	 * (which every user of the machine can read in /proc). */
 	char *argv[16 + CMRUN_CM_ARGV_MAX];
 	int argc = 0;
-	char listen[32], spill[PATH_MAX];
+	char listen[32];
 	const struct cmrun_host *host = &o->hosts.list[cm->host_index];
 	/* Reached by ranks on other hosts: on its host's address (remote), or
 	 * the one remote processes reach this machine at. */
@@ -515,7 +515,7 @@ int spawn_cm(struct job *job, struct cm_proc *cm)
 		argv[argc++] = "--max-message";
 		argv[argc++] = max_message;
 	}
-	cmrun_cm_argv(o, cm->index, argv, &argc, spill, sizeof spill);
+	cmrun_cm_argv(o, argv, &argc);
 	if (o->verbosity >= 2)
 		argv[argc++] = "--verbose";
 	argv[argc] = NULL;
