@@ -22,7 +22,7 @@ enum proc_state {
 	PROC_EXITED, /* reaped; wait_status holds how */
 };
 
-/* One MPI rank. A restart (later issue) spawns the same entry again with
+/* One MPI rank. A restart spawns the same entry again with
  * incarnation + 1; rank number, arguments and environment stay the same. */
 struct rank_proc {
 	int rank;

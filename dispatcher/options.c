@@ -44,10 +44,11 @@ static void usage(FILE *out)
 	fprintf(
 	    out,
 	    "Usage: cmrun -n N [OPTIONS] [--] PROGRAM [ARGS...]\n"
-	    "Starts N ranks of PROGRAM on this machine, with K channel memories (cmserver)\n"
-	    "or a direct TCP mesh between them, and forwards their output.\n"
+	    "Starts N ranks of PROGRAM (looked up in PATH, then in the current directory)\n"
+	    "on this machine, with K channel memories (cmserver) or a direct TCP mesh\n"
+	    "between them, and forwards their output.\n"
 	    "\n"
-	    "  -n, --np N             number of ranks (1..%d)\n"
+	    "  -n, -np, --np N        number of ranks (1..%d)\n"
 	    "      --cms K            channel memories to start (1..%d, default 1; transport cm)\n"
 	    "      --mode M           cmserver mode: mono, thread-per-client, multiplexer,\n"
 	    "                         specialized (default mono; transport cm)\n"
@@ -133,6 +134,7 @@ static void usage(FILE *out)
 	    "      --kill-replica K   the replica --kill-at kills (default: the last)\n"
 	    "  -v, --verbose          report what cmrun does (twice: debug)\n"
 	    "  -h, --help             this text\n"
+	    "      --version          print cmrun's version and exit\n"
 	    "\n"
 	    "Exit status: 0 when every rank exits 0, else the first non-zero rank status\n"
 	    "(128+signal for a rank killed by a signal), 124 on timeout, 130/143 when\n"
@@ -221,6 +223,7 @@ enum {
 	OPT_CONTROL_ADDR,
 	OPT_PORT_BASE,
 	OPT_EXPORT,
+	OPT_VERSION,
 	OPT_CM_FIRST, /* then one per cm_opt_specs row */
 };
 
@@ -391,6 +394,7 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	    {"export", required_argument, NULL, OPT_EXPORT},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, OPT_VERSION},
 	};
 	enum { NBASE = sizeof base_opts / sizeof base_opts[0] };
 	struct option long_opts[NBASE + CMRUN_CM_OPTS + 1];
@@ -438,6 +442,12 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 			break;
 		switch (c) {
 		case 'n':
+			/* mpirun's "-np N": getopt reads it as -n with the value "p". */
+			if (strcmp(argv[prev_optind], "-np") == 0) {
+				if (optind >= argc)
+					bad_usage("option '-np' needs a value");
+				optarg = argv[optind++];
+			}
 			if (cm_parse_long(optarg, 1, CMRUN_MAX_RANKS, &value) < 0)
 				bad_usage("-n takes a number of ranks from 1 to %d, not '%s'",
 				          CMRUN_MAX_RANKS, optarg);
@@ -658,6 +668,9 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 			break;
 		case 'h':
 			usage(stdout);
+			exit(0);
+		case OPT_VERSION:
+			printf("cmrun (chanmem) %s\n", PACKAGE_VERSION);
 			exit(0);
 
 		case ':':

@@ -1,4 +1,4 @@
-/* ftbench: the fault-tolerance numbers of issue 4 (not a test; netpipe/ftbench runs it).
+/* ftbench: what fault tolerance costs (not a test; netpipe/ftbench runs it).
  *
  *   ftbench restart DIR      rank 1 exchanges a few messages with rank 0, writes the
  *                            time (CLOCK_REALTIME, ns) to DIR/kill.ns and raises SIGKILL

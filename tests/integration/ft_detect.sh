@@ -1,5 +1,5 @@
 #!/bin/bash
-# Failure detection by cmrun (issue 4 items 1, 4, 5; docs/fault-tolerance.md,
+# Failure detection by cmrun (docs/fault-tolerance.md,
 # "Detection"): failures where no process dies by itself. programs/ft_detect
 # makes rank R fail at iteration I of its first incarnation:
 #   cut   it shuts down its sockets to the channel memories and waits: the CM
