@@ -59,6 +59,7 @@ static void usage(FILE *out)
 	    "                       FILE; the environment variable %s takes precedence\n"
 	    "  -v, --verbose        report commits and refusals; twice for debug output\n"
 	    "  -h, --help           show this help and exit\n"
+	    "      --version        show the version and exit\n"
 	    "\n"
 	    "SIGTERM or SIGINT stop it cleanly (exit 0) after any commit in progress;\n"
 	    "unfinished uploads are discarded. Exit status: 0 after a clean stop, 1 on a\n"
@@ -143,7 +144,8 @@ int main(int argc, char **argv)
 		OPT_KEEP,
 		OPT_LEVEL,
 		OPT_MAX_IMAGE,
-		OPT_SECRET
+		OPT_SECRET,
+		OPT_VERSION
 	};
 	static const struct option longopts[] = {
 	    {"listen", required_argument, NULL, OPT_LISTEN},
@@ -155,6 +157,7 @@ int main(int argc, char **argv)
 	    {"secret-file", required_argument, NULL, OPT_SECRET},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, OPT_VERSION},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *listen_text = "127.0.0.1:0", *secret_file = NULL;
@@ -204,6 +207,9 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
+			return 0;
+		case OPT_VERSION:
+			printf("ckptserver (chanmem) %s\n", PACKAGE_VERSION);
 			return 0;
 		case ':':
 			bad_usage("option '%s' needs a value", argv[optind - 1]);

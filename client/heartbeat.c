@@ -254,7 +254,9 @@ void cm_heartbeat_start(int rank, unsigned incarnation, int replica)
 		return;
 	hb.rank = rank;
 	hb.tcp = control != NULL;
-	if (hb.tcp) {
+	if (hb.tcp && fd_text != NULL && cm_parse_long(fd_text, 0, INT_MAX, &fd) == 0) {
+		/* Opened already, by a restore from an image (cm_control_restored). */
+	} else if (hb.tcp) {
 		fd = control_connect(control, rank, incarnation, replica);
 	} else if (fd_text == NULL) {
 		return;
@@ -332,6 +334,12 @@ void cm_heartbeat_stop(void)
 void cm_control_restored(int rank, unsigned incarnation, int replica, unsigned long long image,
                          unsigned long long out, unsigned long long err)
 {
+	/* A remote rank restores before MPI_Init starts its heartbeats: its
+	 * control connection is opened now (cm_heartbeat_start keeps it), so
+	 * that cmrun hears of the filler before it arrives on the output. */
+	const char *control = getenv(CM_ENV_CONTROL);
+	if (hb.fd < 0 && control != NULL && getenv(CM_ENV_CONTROL_FD) == NULL)
+		control_connect(control, rank, incarnation, replica);
 	const char *fd_text = getenv(CM_ENV_CONTROL_FD);
 	long fd;
 	if (hb.fd < 0 && (fd_text == NULL || cm_parse_long(fd_text, 0, INT_MAX, &fd) < 0))

@@ -26,8 +26,16 @@ struct cm_buf {
 	/* Sessions with a DELIVER of this partial buffer queued (each holds a
 	 * reference): woken when the watermark moves. DEST(dst) domain. */
 	struct cm_cut_waiters *waiters;
-	uint8_t data[];
+	/* The bytes: right after this header, or, from CM_BUF_ALIGN_MIN
+	 * bytes on, at the next CM_BUF_ALIGN boundary of the block with the
+	 * length rounded up to one, so that the spill store can write them
+	 * with direct I/O straight from here (no copy into the page cache). */
+	uint8_t *data;
+	bool aligned;
 };
+
+#define CM_BUF_ALIGN 4096
+#define CM_BUF_ALIGN_MIN (32 * 1024)
 
 struct cm_cut_waiters {
 	uint32_t n, cap;

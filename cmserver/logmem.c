@@ -6,7 +6,7 @@
  * at tens of GB/s. A log that keeps everything grows forever and pays that
  * fault on every byte; a bounded log that spills reaches a steady state in
  * which every payload can land in a block a spilled or collected one gave
- * back. Blocks of 64 KiB and more are sized in 64 KiB steps and kept on a
+ * back. Blocks of 32 KiB and more are sized in 32 KiB steps and kept on a
  * free list per size; a 4 MiB NetPIPE message (plus its header) always
  * comes back to the same list. Blocks of 2 MiB and more are 2 MiB-aligned
  * and advised MADV_HUGEPAGE: with transparent huge pages in "madvise" mode
@@ -24,9 +24,9 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#define STEP_SHIFT 16 /* 64 KiB */
+#define STEP_SHIFT 15 /* 32 KiB */
 #define STEP ((size_t)1 << STEP_SHIFT)
-#define NCLASSES 1024 /* blocks up to 64 MiB are kept for reuse */
+#define NCLASSES 2048 /* blocks up to 64 MiB are kept for reuse */
 #define HUGE_PAGE ((size_t)2 << 20)
 
 struct block {

@@ -12,10 +12,20 @@
 
 struct cm_buf *cm_buf_new(struct cm_logmem *mem, uint32_t len)
 {
+	bool aligned = len >= CM_BUF_ALIGN_MIN;
+	size_t head = aligned ? CM_BUF_ALIGN : sizeof(struct cm_buf);
+	size_t body =
+	    aligned ? ((size_t)len + CM_BUF_ALIGN - 1) & ~(size_t)(CM_BUF_ALIGN - 1) : len;
 	size_t got;
-	struct cm_buf *b = cm_logmem_alloc(mem, sizeof *b + len, &got);
+	struct cm_buf *b = cm_logmem_alloc(mem, head + body, &got);
 	if (b == NULL)
 		return NULL;
+	/* Blocks of the log memory are page-aligned; malloc'd ones (no log
+	 * memory) are aligned here by hand. */
+	b->data = (uint8_t *)b + head;
+	if (aligned && ((uintptr_t)b->data & (CM_BUF_ALIGN - 1)) != 0)
+		aligned = false;
+	b->aligned = aligned;
 	b->mem = mem;
 	b->alloc = got;
 	b->refs = 1;

@@ -1,28 +1,34 @@
 /* The spill store of cmserver (--log-mem, --spill-dir): the payloads the
  * log moves out of memory, in the shape of Kafka's log.
  *
- *  - Payloads are appended to the log file by one log-writer thread, a
- *    batch per pwritev: the disk sees large sequential writes, and the page
- *    cache is the buffer. The file is cut into segments of SEGMENT_SIZE
- *    (a payload never straddles two).
- *  - An LMDB index beside it maps (destination rank, log position) to
- *    (segment, file offset, length); one index transaction per batch.
+ *  - Payloads are appended to a log file by one log-writer thread, a batch
+ *    per pwritev: the disk sees large sequential writes. Payloads of
+ *    CM_BUF_ALIGN_MIN bytes and more (their bytes are page-aligned in
+ *    memory, outq.c) go to the large-payload file with direct I/O, at
+ *    page-aligned offsets: no copy into the page cache, and no writer
+ *    throttled by dirty pages (measured here: 1.8-1.9 GB/s sustained,
+ *    against 0.47-0.86 GB/s buffered for 4 GB). Smaller ones are packed
+ *    into the small-payload file through the page cache. Each file is cut
+ *    into segments of SEGMENT_SIZE (a payload never straddles two).
+ *  - An LMDB index beside them maps (destination rank, log position) to
+ *    (file, segment, offset, length); one index transaction per batch.
  *  - A replay reads a payload back by position (one pread).
  *  - A segment whose payloads were all collected (a committed checkpoint
  *    covers them) gives its disk space back (a hole punched over it).
  *
  * The engine thread that spills only queues the payload buffer (a
- * reference, no copy) with the position it reserves in the current
- * segment; the writer stores queued payloads in order and then releases
- * them, which frees their memory (logmem.c). The queue needs no bound of
- * its own: every payload in it is charged to the log memory, so a writer
- * that falls behind, or a full disk, holds the senders back (cm_session_held)
- * instead of growing the CM.
+ * reference, no copy) with the position it reserves in its file; the
+ * writer stores queued payloads in order and then releases them, which
+ * frees their memory (logmem.c). The queue needs no bound of its own:
+ * every payload in it is charged to the log memory, so a writer that falls
+ * behind, or a full disk, holds the senders back (cm_session_held) instead
+ * of growing the CM.
  *
- * The log of a CM lives as long as the CM: both files are unlinked as soon
- * as they are open, and a directory the store made itself is removed at once.
- * Whatever ends the CM -- exit, SIGKILL, the OOM killer -- the kernel frees
- * the space with the last descriptor; nothing is left on disk. */
+ * The log of a CM lives as long as the CM: its files are unlinked as soon
+ * as they are open (their names are unique: CMs may share a directory),
+ * and a directory the store made itself is removed at once. Whatever ends
+ * the CM -- exit, SIGKILL, the OOM killer -- the kernel frees the space
+ * with the last descriptor; nothing is left on disk. */
 #include "config.h"
 
 #include "spill.h"
@@ -50,20 +56,32 @@
 #define WRITE_BATCH_MAX (64u << 20) /* bytes per pwritev */
 #define RETRY_NS (100 * 1000 * 1000)
 
+enum { FILE_SMALL, FILE_LARGE, NFILES };
+
 /* A payload (or a deletion) waiting for the log writer. */
 struct pending {
 	struct pending *next;
 	int32_t dst;
 	uint64_t seq;
 	struct cm_buf *buf; /* NULL: delete the key */
-	uint32_t seg;
+	uint32_t file, seg;
 	uint64_t off;
-	uint32_t del_len; /* a deletion that found its payload: its length */
+	uint32_t disk_len; /* bytes it takes in the file (rounded for direct I/O) */
+	uint32_t del_len;  /* a deletion that found its payload: its disk length */
 };
 
 struct segment {
-	uint64_t base, end; /* its range of the log file */
-	uint64_t live;      /* payload bytes in it not collected yet */
+	uint64_t base, end; /* its range of the file */
+	uint64_t live;      /* bytes in it not collected yet */
+};
+
+struct spill_file {
+	int wfd;     /* the writer's: direct I/O where the filesystem allows */
+	int rfd;     /* reads back, through the page cache */
+	bool direct; /* wfd is O_DIRECT */
+	/* Segments (under mu): payloads are reserved at the end of the last. */
+	struct segment *segs;
+	uint32_t nsegs, segs_cap;
 };
 
 struct cm_spill_store {
@@ -75,12 +93,8 @@ struct cm_spill_store {
 	pthread_cond_t cond;
 	struct pending *head, *tail; /* under mu, in queue order */
 	bool stop;
-	int fd; /* the log file (unlinked) */
-	/* Segments (under mu): segs[i] is segment i; payloads are reserved at
-	 * the end of the last one. */
-	struct segment *segs;
-	uint32_t nsegs, segs_cap;
-	bool punch_said;
+	struct spill_file files[NFILES];
+	bool punch_said; /* writer thread */
 	/* Writer statistics (writer thread, read at close). */
 	uint64_t bytes_written, batches;
 	double write_seconds;
@@ -88,7 +102,7 @@ struct cm_spill_store {
 };
 
 struct location {
-	uint32_t seg, len;
+	uint32_t file, seg, len, disk_len;
 	uint64_t off;
 };
 
@@ -108,52 +122,72 @@ static double now_seconds(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* The writer takes the whole queue each round and looks again before it
+ * sleeps: only a queue that was empty needs to wake it (one wake-up per
+ * batch, not per payload, when small messages spill fast). */
+static void enqueue_locked(struct cm_spill_store *st, struct pending *p)
+{
+	p->next = NULL;
+	if (st->tail) {
+		st->tail->next = p;
+	} else {
+		st->head = p;
+		pthread_cond_signal(&st->cond);
+	}
+	st->tail = p;
+}
+
 /* ---- the engine's side: reserve, queue, read back ---- */
 
-/* Room for a segment index (under mu). */
-static bool segs_reserve(struct cm_spill_store *st)
+/* Room for one more segment (under mu). */
+static bool segs_reserve(struct spill_file *f)
 {
-	if (st->nsegs < st->segs_cap)
+	if (f->nsegs < f->segs_cap)
 		return true;
-	uint32_t cap = st->segs_cap ? st->segs_cap * 2 : 16;
-	struct segment *s = realloc(st->segs, (size_t)cap * sizeof *s);
+	uint32_t cap = f->segs_cap ? f->segs_cap * 2 : 16;
+	struct segment *s = realloc(f->segs, (size_t)cap * sizeof *s);
 	if (s == NULL)
 		return false;
-	st->segs = s;
-	st->segs_cap = cap;
+	f->segs = s;
+	f->segs_cap = cap;
 	return true;
 }
 
 static int spill_put_buf(void *ctx, int32_t dst, uint64_t seq, struct cm_buf *buf)
 {
 	struct cm_spill_store *st = ctx;
+	uint32_t which = buf->aligned ? FILE_LARGE : FILE_SMALL;
+	uint32_t disk_len = buf->len;
+	if (buf->aligned)
+		disk_len = (buf->len + CM_BUF_ALIGN - 1) & ~(uint32_t)(CM_BUF_ALIGN - 1);
 	struct pending *p = malloc(sizeof *p);
 	if (p == NULL)
 		return -1;
+	struct spill_file *f = &st->files[which];
 	pthread_mutex_lock(&st->mu);
-	struct segment *cur = st->nsegs ? &st->segs[st->nsegs - 1] : NULL;
+	struct segment *cur = f->nsegs ? &f->segs[f->nsegs - 1] : NULL;
 	if (cur == NULL ||
-	    (cur->end > cur->base && cur->end - cur->base + buf->len > SEGMENT_SIZE)) {
-		if (!segs_reserve(st)) {
+	    (cur->end > cur->base && cur->end - cur->base + disk_len > SEGMENT_SIZE)) {
+		if (!segs_reserve(f)) {
 			pthread_mutex_unlock(&st->mu);
 			free(p);
 			return -1;
 		}
 		uint64_t base = cur ? cur->end : 0;
-		cur = &st->segs[st->nsegs++];
+		cur = &f->segs[f->nsegs++];
 		*cur = (struct segment){.base = base, .end = base, .live = 0};
 	}
 	cm_buf_ref(buf);
-	*p = (struct pending){
-	    .dst = dst, .seq = seq, .buf = buf, .seg = st->nsegs - 1, .off = cur->end};
-	cur->end += buf->len;
-	cur->live += buf->len;
-	if (st->tail)
-		st->tail->next = p;
-	else
-		st->head = p;
-	st->tail = p;
-	pthread_cond_signal(&st->cond);
+	*p = (struct pending){.dst = dst,
+	                      .seq = seq,
+	                      .buf = buf,
+	                      .file = which,
+	                      .seg = f->nsegs - 1,
+	                      .off = cur->end,
+	                      .disk_len = disk_len};
+	cur->end += disk_len;
+	cur->live += disk_len;
+	enqueue_locked(st, p);
 	pthread_mutex_unlock(&st->mu);
 	return 0;
 }
@@ -166,12 +200,7 @@ static void spill_del(void *ctx, int32_t dst, uint64_t seq)
 		return; /* the payload stays on disk until the store goes */
 	*p = (struct pending){.dst = dst, .seq = seq, .buf = NULL};
 	pthread_mutex_lock(&st->mu);
-	if (st->tail)
-		st->tail->next = p;
-	else
-		st->head = p;
-	st->tail = p;
-	pthread_cond_signal(&st->cond);
+	enqueue_locked(st, p);
 	pthread_mutex_unlock(&st->mu);
 }
 
@@ -186,6 +215,8 @@ static int index_lookup(struct cm_spill_store *st, MDB_txn *txn, int32_t dst, ui
 		rc = MDB_CORRUPTED;
 	if (rc == 0)
 		memcpy(loc, val.mv_data, sizeof *loc);
+	if (rc == 0 && loc->file >= NFILES)
+		rc = MDB_CORRUPTED;
 	return rc;
 }
 
@@ -226,14 +257,14 @@ static int spill_get(void *ctx, int32_t dst, uint64_t seq, void *out, uint32_t l
 	}
 	size_t done = 0;
 	while (done < len) {
-		ssize_t r =
-		    pread(st->fd, (uint8_t *)out + done, len - done, (off_t)(loc.off + done));
+		ssize_t r = pread(st->files[loc.file].rfd, (uint8_t *)out + done, len - done,
+		                  (off_t)(loc.off + done));
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0) {
 			cm_err("spill store %s: reading back message %llu of rank %d: %s", st->dir,
 			       (unsigned long long)seq, (int)dst,
-			       r < 0 ? strerror(errno) : "short segment");
+			       r < 0 ? strerror(errno) : "short file");
 			return -1;
 		}
 		done += (size_t)r;
@@ -243,43 +274,26 @@ static int spill_get(void *ctx, int32_t dst, uint64_t seq, void *out, uint32_t l
 
 /* ---- the log writer ---- */
 
-/* Writes the payloads of [from, to] (to included) that are contiguous in
- * one segment, from `from` on; returns the last one written, or NULL after
- * an error (errno set). */
-static struct pending *write_run(struct cm_spill_store *st, struct pending *from,
-                                 struct pending *to)
+/* pwritev until all of iov[0..n) is written at off. 0, or -1 with errno. */
+static int write_all(struct spill_file *f, struct iovec *iov, int n, uint64_t off, size_t bytes)
 {
-	struct iovec iov[IOV_MAX];
-	int n = 0;
-	size_t bytes = 0;
-	struct pending *last = from;
-	for (struct pending *p = from;; p = p->next) {
-		if (p->buf) {
-			if (n > 0 && (p->seg != from->seg || p->off != from->off + bytes ||
-			              n == IOV_MAX || bytes >= WRITE_BATCH_MAX))
-				break;
-			iov[n].iov_base = p->buf->data;
-			iov[n].iov_len = p->buf->len;
-			bytes += p->buf->len;
-			n++;
-		}
-		last = p;
-		if (p == to)
-			break;
-	}
-	if (n == 0)
-		return last;
-	int fd = st->fd;
 	size_t done = 0;
 	int i = 0;
 	while (done < bytes) {
-		ssize_t w = pwritev(fd, iov + i, n - i, (off_t)(from->off + done));
+		ssize_t w = pwritev(f->wfd, iov + i, n - i, (off_t)(off + done));
 		if (w < 0 && errno == EINTR)
 			continue;
+		if (w < 0 && errno == EINVAL && f->direct) {
+			/* The filesystem took O_DIRECT at open but refuses it
+			 * here: write through the page cache from now on. */
+			f->direct = false;
+			f->wfd = f->rfd;
+			continue;
+		}
 		if (w <= 0) {
 			if (w == 0)
 				errno = ENOSPC;
-			return NULL;
+			return -1;
 		}
 		done += (size_t)w;
 		while (i < n && (size_t)w >= iov[i].iov_len) {
@@ -291,25 +305,58 @@ static struct pending *write_run(struct cm_spill_store *st, struct pending *from
 			iov[i].iov_len -= (size_t)w;
 		}
 	}
-	st->bytes_written += bytes;
-	return last;
+	return 0;
 }
 
-/* len bytes of segment i were collected: once nothing in it is live and
- * payloads are reserved past it, its disk space is given back. */
-static void segment_release(struct cm_spill_store *st, uint32_t i, uint32_t len)
+/* Writes every payload of file `which` queued in [first, last] in queue
+ * order -- their offsets follow each other, reserved in that order -- in
+ * pwritev calls of up to IOV_MAX pieces and WRITE_BATCH_MAX bytes. 0, or
+ * -1 with errno. */
+static int write_file(struct cm_spill_store *st, uint32_t which, struct pending *first,
+                      struct pending *last)
 {
+	struct spill_file *f = &st->files[which];
+	struct iovec iov[IOV_MAX];
+	struct pending *p = first;
+	while (p) {
+		int n = 0;
+		size_t bytes = 0;
+		uint64_t off = 0;
+		for (; p && n < IOV_MAX && bytes < WRITE_BATCH_MAX;
+		     p = p == last ? NULL : p->next) {
+			if (p->buf == NULL || p->file != which)
+				continue;
+			if (n == 0)
+				off = p->off;
+			iov[n].iov_base = p->buf->data;
+			iov[n].iov_len = p->disk_len;
+			bytes += p->disk_len;
+			n++;
+		}
+		if (n > 0 && write_all(f, iov, n, off, bytes) < 0)
+			return -1;
+		st->bytes_written += bytes;
+	}
+	return 0;
+}
+
+/* disk_len bytes of segment i of a file were collected: once nothing in it
+ * is live and payloads are reserved past it, its disk space is given back. */
+static void segment_release(struct cm_spill_store *st, uint32_t which, uint32_t i,
+                            uint32_t disk_len)
+{
+	struct spill_file *f = &st->files[which];
 	uint64_t base = 0, size = 0;
 	pthread_mutex_lock(&st->mu);
-	st->segs[i].live -= len;
-	if (st->segs[i].live == 0 && i + 1 < st->nsegs) {
-		base = st->segs[i].base;
-		size = st->segs[i].end - base;
-		st->segs[i].end = base; /* done: nothing to give back twice */
+	f->segs[i].live -= disk_len;
+	if (f->segs[i].live == 0 && i + 1 < f->nsegs) {
+		base = f->segs[i].base;
+		size = f->segs[i].end - base;
+		f->segs[i].end = base; /* done: nothing to give back twice */
 	}
 	pthread_mutex_unlock(&st->mu);
 	if (size > 0 &&
-	    fallocate(st->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)base,
+	    fallocate(f->rfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)base,
 	              (off_t)size) < 0 &&
 	    !st->punch_said) {
 		st->punch_said = true;
@@ -331,7 +378,11 @@ static int index_batch(struct cm_spill_store *st, struct pending *first, struct 
 		make_key(k, p->dst, p->seq);
 		MDB_val key = {sizeof k, k};
 		if (p->buf) {
-			struct location loc = {.seg = p->seg, .len = p->buf->len, .off = p->off};
+			struct location loc = {.file = p->file,
+			                       .seg = p->seg,
+			                       .len = p->buf->len,
+			                       .disk_len = p->disk_len,
+			                       .off = p->off};
 			MDB_val val = {sizeof loc, &loc};
 			rc = mdb_put(txn, st->dbi, &key, &val, 0);
 		} else {
@@ -341,8 +392,9 @@ static int index_batch(struct cm_spill_store *st, struct pending *first, struct 
 				rc = mdb_del(txn, st->dbi, &key, NULL);
 			p->del_len = 0;
 			if (rc == 0) {
-				p->seg = loc.seg; /* accounted once the batch is in */
-				p->del_len = loc.len;
+				p->file = loc.file; /* accounted once the batch is in */
+				p->seg = loc.seg;
+				p->del_len = loc.disk_len;
 			} else if (rc == MDB_NOTFOUND) {
 				rc = 0;
 			}
@@ -388,16 +440,9 @@ static void *writer_main(void *arg)
 
 		double t0 = now_seconds();
 		int err = 0, rc = 0;
-		for (struct pending *p = first; p;) {
-			struct pending *done = write_run(st, p, last);
-			if (done == NULL) {
+		for (uint32_t which = 0; which < NFILES && err == 0; which++)
+			if (write_file(st, which, first, last) < 0)
 				err = errno;
-				break;
-			}
-			if (done == last)
-				break;
-			p = done->next;
-		}
 		if (err == 0)
 			rc = index_batch(st, first, last);
 		st->write_seconds += now_seconds() - t0;
@@ -414,7 +459,7 @@ static void *writer_main(void *arg)
 			continue;
 		}
 		if (st->disk_full_said)
-			cm_info("spill store %s: writing again", st->dir);
+			cm_notice("spill store %s: writing again", st->dir);
 		st->disk_full_said = false;
 		st->batches++;
 		st->head = last->next;
@@ -427,7 +472,7 @@ static void *writer_main(void *arg)
 			if (first->buf)
 				cm_buf_unref(first->buf); /* its memory can take a new payload */
 			else if (first->del_len > 0)
-				segment_release(st, first->seg, first->del_len);
+				segment_release(st, first->file, first->seg, first->del_len);
 			free(first);
 			first = next;
 		}
@@ -455,14 +500,19 @@ static char *make_dir(const char *dir, bool *made)
 			cm_err("spill store: %s is not a writable directory", dir);
 			return NULL;
 		}
-		return strdup(dir);
+		char *copy = strdup(dir);
+		if (copy == NULL)
+			cm_err("spill store: out of memory");
+		return copy;
 	}
 	const char *tmp = getenv("TMPDIR");
 	if (tmp == NULL || *tmp == '\0')
 		tmp = "/tmp";
 	char *path;
-	if (asprintf(&path, "%s/cmserver-spill-XXXXXX", tmp) < 0)
+	if (asprintf(&path, "%s/cmserver-spill-XXXXXX", tmp) < 0) {
+		cm_err("spill store: out of memory");
 		return NULL;
+	}
 	if (mkdtemp(path) == NULL) {
 		cm_err("spill store: cannot create a directory in %s: %s", tmp, strerror(errno));
 		free(path);
@@ -472,30 +522,47 @@ static char *make_dir(const char *dir, bool *made)
 	return path;
 }
 
-struct cm_spill_store *cm_spill_store_open(const char *dir)
+/* A new file with a unique name in dir, unlinked once open: its buffered
+ * descriptor, and with direct set a direct-I/O one where the filesystem
+ * allows (else the same). false after saying why. */
+static bool open_file(const char *dir, const char *stem, bool direct, struct spill_file *f)
 {
-	struct cm_spill_store *st = calloc(1, sizeof *st);
-	bool made = false;
-	if (st == NULL || (st->dir = make_dir(dir, &made)) == NULL) {
-		if (st && dir == NULL)
-			cm_err("spill store: out of memory");
-		free(st);
-		return NULL;
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/%s-XXXXXX", dir, stem);
+	f->rfd = mkostemp(path, O_CLOEXEC);
+	if (f->rfd < 0) {
+		cm_err("spill store: cannot create a file in %s: %s", dir, strerror(errno));
+		return false;
 	}
-	char index[PATH_MAX], lock[PATH_MAX + 8], logf[PATH_MAX];
-	snprintf(index, sizeof index, "%s/index.mdb", st->dir);
+	f->wfd = direct ? open(path, O_WRONLY | O_DIRECT | O_CLOEXEC) : -1;
+	f->direct = f->wfd >= 0;
+	if (!f->direct)
+		f->wfd = f->rfd;
+	unlink(path);
+	return true;
+}
+
+static void close_file(struct spill_file *f)
+{
+	if (f->wfd >= 0 && f->wfd != f->rfd)
+		close(f->wfd);
+	if (f->rfd >= 0)
+		close(f->rfd);
+	free(f->segs);
+}
+
+/* The LMDB index, its files unlinked once open. 0 or an LMDB error (said). */
+static int open_index(struct cm_spill_store *st)
+{
+	char index[PATH_MAX], lock[PATH_MAX + 8];
+	snprintf(index, sizeof index, "%s/index-XXXXXX", st->dir);
+	int fd = mkostemp(index, O_CLOEXEC);
+	if (fd < 0) {
+		cm_err("spill store: cannot create an index in %s: %s", st->dir, strerror(errno));
+		return EIO;
+	}
+	close(fd); /* LMDB opens it by name */
 	snprintf(lock, sizeof lock, "%s-lock", index);
-	snprintf(logf, sizeof logf, "%s/payloads.log", st->dir);
-	st->fd = open(logf, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (st->fd < 0) {
-		cm_err("spill store: cannot create %s: %s", logf, strerror(errno));
-		if (made)
-			rmdir(st->dir);
-		free(st->dir);
-		free(st);
-		return NULL;
-	}
-	unlink(logf);
 	MDB_txn *txn = NULL;
 	int rc = mdb_env_create(&st->env);
 	if (rc == 0)
@@ -513,35 +580,56 @@ struct cm_spill_store *cm_spill_store_open(const char *dir)
 		rc = mdb_txn_commit(txn);
 		txn = NULL;
 	}
-	/* Open files survive their names: from here on nothing of the store
-	 * is visible on disk, so nothing can be left behind. */
+	if (txn)
+		mdb_txn_abort(txn);
 	unlink(index);
 	unlink(lock);
+	if (rc != 0)
+		cm_err("spill store %s: %s", st->dir, mdb_strerror(rc));
+	return rc;
+}
+
+struct cm_spill_store *cm_spill_store_open(const char *dir)
+{
+	struct cm_spill_store *st = calloc(1, sizeof *st);
+	if (st == NULL) {
+		cm_err("spill store: out of memory");
+		return NULL;
+	}
+	for (int i = 0; i < NFILES; i++)
+		st->files[i].rfd = st->files[i].wfd = -1;
+	bool made = false;
+	st->dir = make_dir(dir, &made);
+	bool ok = st->dir != NULL && open_file(st->dir, "small", false, &st->files[FILE_SMALL]) &&
+	          open_file(st->dir, "large", true, &st->files[FILE_LARGE]) && open_index(st) == 0;
+	/* Open files survive their names: from here on nothing of the store
+	 * is visible on disk, so nothing can be left behind. */
 	if (made)
 		rmdir(st->dir);
-	if (rc != 0) {
-		cm_err("spill store %s: %s", st->dir, mdb_strerror(rc));
-		if (txn)
-			mdb_txn_abort(txn);
-		mdb_env_close(st->env);
-		close(st->fd);
+	int err = 0;
+	if (ok) {
+		pthread_mutex_init(&st->mu, NULL);
+		pthread_cond_init(&st->cond, NULL);
+		err = pthread_create(&st->writer, NULL, writer_main, st);
+		if (err) {
+			cm_err("spill store: no log-writer thread: %s", strerror(err));
+			pthread_mutex_destroy(&st->mu);
+			pthread_cond_destroy(&st->cond);
+		}
+	}
+	if (!ok || err) {
+		if (st->env)
+			mdb_env_close(st->env);
+		for (int i = 0; i < NFILES; i++)
+			close_file(&st->files[i]);
 		free(st->dir);
 		free(st);
 		return NULL;
 	}
-	pthread_mutex_init(&st->mu, NULL);
-	pthread_cond_init(&st->cond, NULL);
-	int err = pthread_create(&st->writer, NULL, writer_main, st);
-	if (err) {
-		cm_err("spill store: no log-writer thread: %s", strerror(err));
-		pthread_mutex_destroy(&st->mu);
-		pthread_cond_destroy(&st->cond);
-		mdb_env_close(st->env);
-		close(st->fd);
-		free(st->dir);
-		free(st);
-		return NULL;
-	}
+	if (!st->files[FILE_LARGE].direct)
+		cm_debug("spill store %s: no direct I/O here; large payloads go through the page "
+		         "cache",
+		         st->dir);
 	return st;
 }
 
@@ -578,8 +666,8 @@ void cm_spill_store_close(struct cm_spill_store *st)
 		free(st->head);
 		st->head = next;
 	}
-	close(st->fd);
-	free(st->segs);
+	for (int i = 0; i < NFILES; i++)
+		close_file(&st->files[i]);
 	pthread_mutex_destroy(&st->mu);
 	pthread_cond_destroy(&st->cond);
 	mdb_env_close(st->env);

@@ -34,6 +34,14 @@ void cm_err(const char *fmt, ...)
 	va_end(ap);
 }
 
+void cm_notice(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vlog("", fmt, ap);
+	va_end(ap);
+}
+
 void cm_info(const char *fmt, ...)
 {
 	if (log_level < 1)

@@ -488,6 +488,7 @@ static void on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 static void read_reports_now(void *job)
 {
 	control_drain(job);
+	remote_await_reports(job, 200);
 }
 
 int job_run(struct job *job)

@@ -22,7 +22,7 @@ enum proc_state {
 	PROC_EXITED, /* reaped; wait_status holds how */
 };
 
-/* One MPI rank. A restart (later issue) spawns the same entry again with
+/* One MPI rank. A restart spawns the same entry again with
  * incarnation + 1; rank number, arguments and environment stay the same. */
 struct rank_proc {
 	int rank;
@@ -317,6 +317,10 @@ bool detect_process_alive(pid_t pid);
 int remote_open(struct job *job);
 /* Reads what r's connection holds (before its exit is judged). */
 void remote_drain(struct job *job, struct rank_proc *r);
+/* Waits up to wait_ms for what remote processes report and handles it: a
+ * restored rank announces its output filler on its control connection
+ * before writing it on its output, which travels another way. */
+void remote_await_reports(struct job *job, int wait_ms);
 /* Closes r's connection: a remote process whose connection ends exits. */
 void remote_detach(struct job *job, struct rank_proc *r);
 /* Closes every connection and the listener (teardown). */

@@ -44,10 +44,11 @@ static void usage(FILE *out)
 	fprintf(
 	    out,
 	    "Usage: cmrun -n N [OPTIONS] [--] PROGRAM [ARGS...]\n"
-	    "Starts N ranks of PROGRAM on this machine, with K channel memories (cmserver)\n"
-	    "or a direct TCP mesh between them, and forwards their output.\n"
+	    "Starts N ranks of PROGRAM (looked up in PATH, then in the current directory)\n"
+	    "on this machine, with K channel memories (cmserver) or a direct TCP mesh\n"
+	    "between them, and forwards their output.\n"
 	    "\n"
-	    "  -n, --np N             number of ranks (1..%d)\n"
+	    "  -n, -np, --np N        number of ranks (1..%d)\n"
 	    "      --cms K            channel memories to start (1..%d, default 1; transport cm)\n"
 	    "      --mode M           cmserver mode: mono, thread-per-client, multiplexer,\n"
 	    "                         specialized (default mono; transport cm)\n"
@@ -68,10 +69,10 @@ static void usage(FILE *out)
 	    "                         default 1GiB, or a quarter of the host's memory if\n"
 	    "                         less): past half of it the log spills to disk, at it\n"
 	    "                         the CM holds the senders back\n"
-	    "      --spill-dir DIR    CM k spills to DIR/cm-k, which it creates (DIR must\n"
-	    "                         exist on the CM's host; the files are unlinked once\n"
-	    "                         open, the empty DIR/cm-k stays). Default: a new\n"
-	    "                         directory under the CM's $TMPDIR\n"
+	    "      --spill-dir DIR    where the CMs spill (DIR must exist on each CM's\n"
+	    "                         host; every CM's files have unique names and are\n"
+	    "                         unlinked once open: nothing stays). Default: a new\n"
+	    "                         directory under the CM's $TMPDIR, removed at once\n"
 	    "      --no-spill         drop the log past --log-mem instead of spilling it: a\n"
 	    "                         rank restarted after that cannot be replayed\n"
 	    "      --cut-through-min B  forward messages of at least B bytes as they arrive\n"
@@ -133,6 +134,7 @@ static void usage(FILE *out)
 	    "      --kill-replica K   the replica --kill-at kills (default: the last)\n"
 	    "  -v, --verbose          report what cmrun does (twice: debug)\n"
 	    "  -h, --help             this text\n"
+	    "      --version          print cmrun's version and exit\n"
 	    "\n"
 	    "Exit status: 0 when every rank exits 0, else the first non-zero rank status\n"
 	    "(128+signal for a rank killed by a signal), 124 on timeout, 130/143 when\n"
@@ -221,6 +223,7 @@ enum {
 	OPT_CONTROL_ADDR,
 	OPT_PORT_BASE,
 	OPT_EXPORT,
+	OPT_VERSION,
 	OPT_CM_FIRST, /* then one per cm_opt_specs row */
 };
 
@@ -293,29 +296,23 @@ static void check_cm_opts(struct cmrun_options *opts)
 	if (!S_ISDIR(st.st_mode))
 		bad_usage("--spill-dir %s: not a directory", dir);
 	if (access(dir, W_OK | X_OK) < 0)
-		bad_usage("--spill-dir %s: cannot create the CMs' directories there: %s", dir,
+		bad_usage("--spill-dir %s: the CMs cannot write there: %s", dir,
 		          strerror(errno));
 	if (realpath(dir, real) == NULL || strlen(real) + 16 >= PATH_MAX)
 		bad_usage("--spill-dir %s: %s", dir, strerror(errno ? errno : ENAMETOOLONG));
 	memcpy(dir, real, strlen(real) + 1);
 }
 
-void cmrun_cm_argv(const struct cmrun_options *o, int index, char **argv, int *argc, char *spill,
-                   size_t spill_len)
+void cmrun_cm_argv(const struct cmrun_options *o, char **argv, int *argc)
 {
+	/* Every CM gets the same --spill-dir: a store's files have names of
+	 * their own (cmserver/spill.c), so CMs sharing a host never collide. */
 	for (int i = 0; i < CMRUN_CM_OPTS; i++) {
 		if (!o->cm_opt_given[i])
 			continue;
 		argv[(*argc)++] = (char *)cm_opt_specs[i].flag;
-		if (cm_opt_specs[i].kind == CM_OPT_FLAG)
-			continue;
-		if (cm_opt_specs[i].kind == CM_OPT_DIR) {
-			/* CMs sharing a host must not share a store. */
-			snprintf(spill, spill_len, "%s/cm-%d", o->cm_opt_value[i], index);
-			argv[(*argc)++] = spill;
-		} else {
+		if (cm_opt_specs[i].kind != CM_OPT_FLAG)
 			argv[(*argc)++] = (char *)o->cm_opt_value[i];
-		}
 	}
 }
 
@@ -397,6 +394,7 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	    {"export", required_argument, NULL, OPT_EXPORT},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, OPT_VERSION},
 	};
 	enum { NBASE = sizeof base_opts / sizeof base_opts[0] };
 	struct option long_opts[NBASE + CMRUN_CM_OPTS + 1];
@@ -444,6 +442,12 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 			break;
 		switch (c) {
 		case 'n':
+			/* mpirun's "-np N": getopt reads it as -n with the value "p". */
+			if (strcmp(argv[prev_optind], "-np") == 0) {
+				if (optind >= argc)
+					bad_usage("option '-np' needs a value");
+				optarg = argv[optind++];
+			}
 			if (cm_parse_long(optarg, 1, CMRUN_MAX_RANKS, &value) < 0)
 				bad_usage("-n takes a number of ranks from 1 to %d, not '%s'",
 				          CMRUN_MAX_RANKS, optarg);
@@ -664,6 +668,9 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 			break;
 		case 'h':
 			usage(stdout);
+			exit(0);
+		case OPT_VERSION:
+			printf("cmrun (chanmem) %s\n", PACKAGE_VERSION);
 			exit(0);
 
 		case ':':

@@ -120,10 +120,8 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts);
 
 const char *cmrun_transport_name(enum cmrun_transport t);
 
-/* Appends the CM options given to cmrun to argv at *argc, as CM number
- * index takes them (its own spill directory under --spill-dir's); spill is
- * the storage of that directory's name. At most CMRUN_CM_ARGV_MAX words. */
-void cmrun_cm_argv(const struct cmrun_options *o, int index, char **argv, int *argc, char *spill,
-                   size_t spill_len);
+/* Appends the CM options given to cmrun to argv at *argc, as every CM
+ * takes them. At most CMRUN_CM_ARGV_MAX words. */
+void cmrun_cm_argv(const struct cmrun_options *o, char **argv, int *argc);
 
 #endif

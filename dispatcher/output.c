@@ -788,6 +788,12 @@ void output_status(const char *text, bool final)
 		return;
 	}
 	status_line_set(text, final);
+	if (final) {
+		/* Drawn here and now: what cmrun prints after it (the fault
+		 * report) must come after it, not race the writer thread. */
+		status_line_redraw();
+		return;
+	}
 	struct out_stream *s = &out.streams[OUT_STDERR];
 	pthread_mutex_lock(&s->lock);
 	s->status_wake = true;

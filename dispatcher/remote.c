@@ -25,6 +25,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -342,6 +343,25 @@ void remote_drain(struct job *job, struct rank_proc *r)
 {
 	if (r->ctrl)
 		conn_read(job, r->ctrl);
+}
+
+void remote_await_reports(struct job *job, int wait_ms)
+{
+	enum { MAX_POLLED = 256 };
+	struct pollfd p[MAX_POLLED];
+	struct ctrl_conn *c, *polled[MAX_POLLED];
+	int n = 0;
+	for (c = job->conns; c && n < MAX_POLLED; c = c->next)
+		if (c->rank) {
+			p[n] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+			polled[n++] = c;
+		}
+	if (n == 0 || poll(p, (nfds_t)n, wait_ms) <= 0)
+		return;
+	/* conn_read may free the connection it reads, never another one. */
+	for (int i = 0; i < n; i++)
+		if (p[i].revents)
+			conn_read(job, polled[i]);
 }
 
 void remote_detach(struct job *job, struct rank_proc *r)

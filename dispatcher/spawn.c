@@ -177,12 +177,26 @@ char *spawn_find_program(const char *name, char *err, size_t errlen, int *exit_s
 			break;
 		p = end;
 	}
+	/* Then the current directory, as mpirun does: "cmrun -n 4 app" right after
+	 * "cmcc -o app app.c" runs ./app. The absolute path keeps it valid for
+	 * processes started elsewhere. */
+	char cwd[PATH_MAX];
+	if (first_error == 0 && getcwd(cwd, sizeof cwd) != NULL) {
+		int n = snprintf(candidate, sizeof candidate, "%s/%s", cwd, name);
+		if (n > 0 && (size_t)n < sizeof candidate) {
+			int e = check_executable(candidate);
+			if (e == 0)
+				return strdup(candidate);
+			if (e != ENOENT && e != ENOTDIR)
+				first_error = e;
+		}
+	}
 	if (first_error) {
 		*exit_status = CMRUN_EXIT_NOT_EXECUTABLE;
-		snprintf(err, errlen, "cannot run '%s': found in PATH but %s", name,
-		         strerror(first_error));
+		snprintf(err, errlen, "cannot run '%s': found but %s", name, strerror(first_error));
 	} else {
-		snprintf(err, errlen, "cannot run '%s': no such program in PATH", name);
+		snprintf(err, errlen,
+		         "cannot run '%s': no such program in PATH or the current directory", name);
 	}
 	return NULL;
 }
@@ -472,7 +486,7 @@ int spawn_cm(struct job *job, struct cm_proc *cm)
 	 * (which every user of the machine can read in /proc). */
 	char *argv[16 + CMRUN_CM_ARGV_MAX];
 	int argc = 0;
-	char listen[32], spill[PATH_MAX];
+	char listen[32];
 	const struct cmrun_host *host = &o->hosts.list[cm->host_index];
 	/* Reached by ranks on other hosts: on its host's address (remote), or
 	 * the one remote processes reach this machine at. */
@@ -505,7 +519,7 @@ int spawn_cm(struct job *job, struct cm_proc *cm)
 		argv[argc++] = "--max-message";
 		argv[argc++] = max_message;
 	}
-	cmrun_cm_argv(o, cm->index, argv, &argc, spill, sizeof spill);
+	cmrun_cm_argv(o, argv, &argc);
 	if (o->verbosity >= 2)
 		argv[argc++] = "--verbose";
 	argv[argc] = NULL;

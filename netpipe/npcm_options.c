@@ -1,4 +1,10 @@
 /* NPcm's command line, its debug corruption hook and NetPIPE's size sequence. */
+#ifdef CHANMEM
+#include <config.h>
+#define NPCM_VERSION "NPcm (chanmem) " PACKAGE_VERSION
+#else
+#define NPCM_VERSION "NPcm (built with another MPI's mpicc)"
+#endif
 #include "npcm.h"
 
 #include <errno.h>
@@ -32,7 +38,8 @@ static void usage(FILE *out)
 	    "  -T N       trials per size, the best one is kept (default 3)\n"
 	    "  -x         skip the verification of received data (peak runs)\n"
 	    "  -q         quiet: no progress lines (np.out is still written)\n"
-	    "  -h         this help\n"
+	    "  -h, --help this help\n"
+	    "  --version  print NPcm's version\n"
 	    "Ping-pong reports the one-way time (round trip / 2); Mbps = bits / (seconds * 2^20).\n"
 	    "Ping-pong with verification stops rank 0's clock while it checks a reply.\n");
 }
@@ -96,6 +103,20 @@ int parse_options(int argc, char **argv, int rank, struct options *opt)
 	                        .trials = 3};
 	const char *bad = NULL;
 	int c = 0;
+	/* The GNU long forms every other program of the suite takes; getopt alone
+	 * would read "--help" as an unknown option '-'. */
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		if (strcmp(argv[i], "--help") == 0) {
+			if (rank == 0)
+				usage(stdout);
+			return -1;
+		}
+		if (strcmp(argv[i], "--version") == 0) {
+			if (rank == 0)
+				printf("%s\n", NPCM_VERSION);
+			return -1;
+		}
+	}
 	opterr = 0;
 	while (bad == NULL && (c = getopt(argc, argv, "l:u:p:o:srSazt:T:xqh")) != -1) {
 		long long n;

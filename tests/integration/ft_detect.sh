@@ -1,5 +1,5 @@
 #!/bin/bash
-# Failure detection by cmrun (issue 4 items 1, 4, 5; docs/fault-tolerance.md,
+# Failure detection by cmrun (docs/fault-tolerance.md,
 # "Detection"): failures where no process dies by itself. programs/ft_detect
 # makes rank R fail at iteration I of its first incarnation:
 #   cut   it shuts down its sockets to the channel memories and waits: the CM
@@ -67,6 +67,9 @@ det_same() {
 		itest_fail "$name" "final status line '$status', expected $restarts restarts"
 	elif [ "$restarts" -gt 0 ] && [ "${DET_NO_REPLAY:-0}" != 1 ] && ! [ "${replayed:-0}" -gt 0 ]; then
 		itest_fail "$name" "final status line '$status': nothing replayed after a restart"
+	elif [ "$restarts" -gt 0 ] &&
+		! grep -q "^cmrun: fault report: .*, $restarts restarts\{0,1\} over " "$itest_work/$name.report"; then
+		itest_fail "$name" "no fault report with $restarts restarts: $(cat "$itest_work/$name.report")"
 	elif [ "$clean" -ne 0 ]; then
 		itest_fail "$name" "processes left behind"
 	else

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The fault-tolerance scenarios of issue 4 against one cmserver mode (the one
+# The fault-tolerance scenarios against one cmserver mode (the one
 # CHANMEM_TEST_MODE names, else the default; ft_modes.sh runs every mode):
 # a ring, a master/worker on MPI_ANY_SOURCE, 8 MiB messages, and NPcm, each
 # failure-free and with kills -- one kill, the same rank twice in a row, two

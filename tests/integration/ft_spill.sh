@@ -1,5 +1,5 @@
 #!/bin/bash
-# The CM's log past --log-mem (issue 5): delivered payloads go to the spill
+# The CM's log past --log-mem: delivered payloads go to the spill
 # store (LMDB) and come back when a re-executed rank is replayed. The CMs run
 # with a log budget far below what the job logs (--log-mem 1MiB against
 # 8 MiB messages: every delivered payload is spilled), ranks are killed, and

@@ -1,6 +1,5 @@
 #!/bin/bash
-# Replication: a master killed in the middle of a large send (issue 6 item
-# 5). ft_suite's big pattern sends 8 MiB messages around a ring of 4 ranks
+# Replication: a master killed in the middle of a large send. ft_suite's big pattern sends 8 MiB messages around a ring of 4 ranks
 # (MPI_Isend, MPI_Recv, MPI_Wait; every byte checked) and its victims raise
 # SIGKILL right after starting the iteration's MPI_Isend: the master dies
 # with its message to the next rank half written (loopback socket buffers

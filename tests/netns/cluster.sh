@@ -1,4 +1,4 @@
-# Emulated cluster of network-namespace hosts (issue 8, item 3). Source it from bash.
+# Emulated cluster of network-namespace hosts. Source it from bash.
 #
 #   cluster_create H [RATE]   H hosts (1..60) named "$CLUSTER_PREFIX-hK" (K = 0..H-1), each a
 #                             network namespace with loopback up and one veth "eth0" into a

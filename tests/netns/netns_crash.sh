@@ -1,5 +1,5 @@
 #!/bin/bash
-# Node crash on the emulated cluster (issue 8 item 4): mid-run, every process of one rank
+# Node crash on the emulated cluster: mid-run, every process of one rank
 # host is killed at once (its namespace emptied, as a machine that loses power). cmrun must
 # notice, restart the lost ranks on a surviving host with replay, and the run must end as
 # the failure-free run: same output, exit 0, nothing on stderr, nothing left anywhere.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# A cmrun job across the hosts of an emulated cluster (issue 8 items 2 and 3): cmrun and the
+# A cmrun job across the hosts of an emulated cluster: cmrun and the
 # channel memories on host 0 (roles=cm), the ranks on hosts 1 to 3, every byte between them
 # over veth links through the switch (rate limited to 1 Gbit/s). What a user checks: the
 # output is the same as the single-machine run's, exit 0, nothing on stderr, the processes

@@ -32,7 +32,7 @@ netns_setup() {
 	# cmrun before the cluster: a cmrun without multi-host launching is a SKIP, not a
 	# namespace created for nothing.
 	if ! "$CMRUN" --help 2>&1 | grep -q -- '--launch'; then
-		echo "SKIP: this cmrun has no --launch (multi-host launching, issue 8 item 2)"
+		echo "SKIP: this cmrun has no --launch (multi-host launching)"
 		exit 77
 	fi
 	cluster_create "$@" || itest_hard_error "cannot create the emulated cluster"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Partition on the emulated cluster (issue 8 item 4): mid-run, a rank host's link is cut
+# Partition on the emulated cluster: mid-run, a rank host's link is cut
 # (its switch port down: no FIN, no RST, its connections just hang). With
 # --heartbeat-timeout 2s cmrun must declare the rank lost, restart it on a surviving host
 # with replay, and the job must end as the failure-free run. Then the link comes back while

@@ -1,4 +1,4 @@
-/* ckpt_ring: an iterative program with application checkpoints (issue 5).
+/* ckpt_ring: an iterative program with application checkpoints.
  *
  *   ckpt_ring STEPS [STATE_KIB]
  *

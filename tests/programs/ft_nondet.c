@@ -1,5 +1,5 @@
 /* A program whose control flow depends on when messages arrive, for the
- * replay of the completion calls' outcomes (issue 4).
+ * replay of the completion calls' outcomes.
  *
  * usage: ft_nondet ROUNDS
  *

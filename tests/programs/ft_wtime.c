@@ -1,5 +1,5 @@
 /* A program whose control flow depends on MPI_Wtime, for the replay of
- * nondeterministic events (issue 4).
+ * nondeterministic events.
  *
  * usage: ft_wtime ROUNDS [wtime|gettimeofday|time]
  *
