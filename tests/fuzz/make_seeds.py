@@ -82,3 +82,14 @@ write("ctrl_line", "reports", bytes([3, 1]) + b"hello 1 0 0\nheartbeat 1 0 0\n"
 write("ctrl_line", "replicas", bytes([7, 2]) + b"hello 3 4294967295 1\ninit 0 1 1 image\n")
 write("ctrl_line", "hostile", bytes([3, 0]) + b"hello 4294967295 0 0\nhello -1 0 0\n"
       b"abort 0 2147483648\n")
+
+# hosts: a byte (ranks to place), then a hosts file (or a --host list).
+write("hosts", "file", bytes([8]) + b"# nodes\nn1 slots=2 addr=10.0.0.1\n"
+      b"n2 slots=4 addr=10.0.0.2 roles=rank,cm\nsvc addr=10.0.0.3 roles=cm,ckpt\n")
+write("hosts", "list", bytes([5]) + b"a,b:2,c:3")
+write("hosts", "bad", bytes([1]) + b"a slots=2 slots=3\nb addr=1.2.3.300\n")
+
+# units: one number, size, duration or address per input.
+for name, text in [("long", b"-123"), ("size", b"64MiB"), ("duration", b"1.5ms"),
+                   ("hostport", b"127.0.0.1:7000"), ("zeros", b"007")]:
+    write("units", name, text)

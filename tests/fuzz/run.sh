@@ -15,7 +15,7 @@ build=${TOP_BUILDDIR:-$src/build}
 work=${FUZZ_WORK:-$build/tests/fuzz-work}
 seconds=${FUZZ_SECONDS:-20}
 runs=${FUZZ_RUNS:-2000000}
-targets=${FUZZ_TARGETS:-frame session ckpt ctrl_line}
+targets=${FUZZ_TARGETS:-frame session ckpt ctrl_line hosts units}
 CLANG=${CLANG:-clang}
 
 skip() {
@@ -44,6 +44,8 @@ sources() {
 	session) echo "$here/fuzz_session.c $core $common" ;;
 	ckpt) echo "$here/fuzz_ckpt.c $src/checkpoint/ckpt_proto.c $common" ;;
 	ctrl_line) echo "$here/fuzz_ctrl_line.c $src/dispatcher/ctrl_line.c $common" ;;
+	hosts) echo "$here/fuzz_hosts.c $src/dispatcher/hosts.c $common" ;;
+	units) echo "$here/fuzz_units.c $common" ;;
 	*) return 1 ;;
 	esac
 }
