@@ -319,6 +319,10 @@ int cm_session_filling(const struct cm_session *s);
  * memory is freed by the log writer, by deliveries written out and by
  * collection, none of which needs s to be read. */
 int cm_session_held(const struct cm_session *s);
+/* Held because s's queued answers passed CM_OUTQ_CTRL_MAX (its peer does
+ * not read them), not for log memory: its writer draining the queue is
+ * what frees it, so the engine need not relieve the logs meanwhile. */
+int cm_session_held_output(const struct cm_session *s);
 /* While a sender is held, the engine offers every rank's log the chance to
  * give memory back (each call in DEST(rank)): delivered payloads past the
  * budget and undelivered ones near the bound go to the spill store. A rank

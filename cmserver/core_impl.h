@@ -281,8 +281,9 @@ struct cm_session {
 	uint8_t *scratch;
 	bool fill_notify, fill_diverged;
 	/* The next frame is a MSG the log memory cannot take yet (its header
-	 * stays staged, unparsed): see cm_session_held. */
-	bool held;
+	 * stays staged, unparsed): see cm_session_held. held_output: held
+	 * because the peer does not read (CM_OUTQ_CTRL_MAX), not for memory. */
+	bool held, held_output;
 	bool last_iov_fill; /* the last read_iov started with the fill */
 
 	struct cm_outq out;

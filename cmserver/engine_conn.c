@@ -154,7 +154,9 @@ void eng_on_hold(struct ev_loop *loop, ev_timer *w, int revents)
 	if (c->rd_done)
 		return;
 	in_burst = wk->one_shot;
-	eng_relieve(&c->e->locks, c->e->core);
+	/* Spilling the logs does nothing for a peer that does not read. */
+	if (!cm_session_held_output(c->s))
+		eng_relieve(&c->e->locks, c->e->core);
 	pthread_mutex_lock(&c->in_mu);
 	eng_input(&c->e->locks, c->s, 0);
 	pthread_mutex_unlock(&c->in_mu);

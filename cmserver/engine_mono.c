@@ -190,7 +190,8 @@ static void on_hold(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct conn *c = w->data;
 	struct mono *m = c->m;
-	for (uint32_t r = 0; r < cm_core_world_size(m->core); r++)
+	/* Spilling the logs does nothing for a peer that does not read. */
+	for (uint32_t r = 0; !cm_session_held_output(c->s) && r < cm_core_world_size(m->core); r++)
 		cm_core_relieve(m->core, (int)r);
 	cm_session_input(c->s, 0);
 	if (!cm_session_held(c->s)) {

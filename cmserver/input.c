@@ -239,10 +239,15 @@ int cm_session_held(const struct cm_session *s)
 	return s->held && !discarding(s);
 }
 
+int cm_session_held_output(const struct cm_session *s)
+{
+	return s->held_output && !discarding(s);
+}
+
 int cm_session_next_frame(struct cm_session *s, struct cm_frame *f)
 {
 	f->cut = f->resume = false;
-	s->held = false;
+	s->held = s->held_output = false;
 	for (;;) {
 		if (discarding(s)) {
 			drop_input(s);
@@ -257,6 +262,7 @@ int cm_session_next_frame(struct cm_session *s, struct cm_frame *f)
 			/* Backpressure: the peer is not reading what it asked for;
 			 * its next requests wait in its socket until it does. */
 			s->held = true;
+			s->held_output = true;
 			compact(s);
 			return 0;
 		}
