@@ -182,12 +182,20 @@ START_TEST(test_limit_specialized)
 }
 END_TEST
 
+/* mono, or the mode CHANMEM_TEST_MODE names (the core's bounds hold in
+ * every engine; modes_live.sh-style loops can run them all). */
 static void start_plain(const char *world)
 {
-	char *extra[] = {"--listen", "127.0.0.1:0", NULL, NULL, NULL};
+	char *extra[] = {"--listen", "127.0.0.1:0", NULL, NULL, NULL, NULL, NULL};
+	int n = 2;
 	if (world) {
-		extra[2] = "--world-size";
-		extra[3] = (char *)world;
+		extra[n++] = "--world-size";
+		extra[n++] = (char *)world;
+	}
+	const char *mode = getenv("CHANMEM_TEST_MODE");
+	if (mode && *mode) {
+		extra[n++] = "--mode";
+		extra[n++] = (char *)mode;
 	}
 	start(extra, 0);
 }
