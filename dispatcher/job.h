@@ -187,8 +187,8 @@ struct job {
 	ev_io ctrl_accept_io;
 	struct ctrl_conn *conns; /* every open control connection */
 	int nconns;
-	bool ctrl_evicting;    /* said once that unidentified ones are dropped */
-	ev_timer ctrl_pause;   /* accepting paused: out of descriptors */
+	bool ctrl_evicting;  /* said once that unidentified ones are dropped */
+	ev_timer ctrl_pause; /* accepting paused: out of descriptors */
 	char control_addr[32];
 	char *control_env; /* "CHANMEM_CONTROL=IP:PORT" */
 	char local_ip[16];
