@@ -27,11 +27,24 @@
  * the log has run out, the hook has just logged the process's own outcome
  * and from then on the process leads (decides, counts, logs). A follower
  * owes the record's failed polls first, then its outcome; a frame while it
- * still owes some means the program took another path. */
+ * still owes some means the program took another path.
+ *
+ * A non-blocking collective's coroutine resumes when its transfer is done:
+ * timing again, and what it sends then takes its place in the stream of
+ * frames. Each resumption is a "step" record (call 8: bits 8-31 the
+ * collective's id, bits 32-63 the number of frames the rank had produced,
+ * counted by the wrapped hooks). A leader logs one before every resumption;
+ * a follower resumes the collective exactly when its count of frames
+ * reaches the logged one, waiting for the transfer if need be, and never
+ * otherwise. A follower learns of steps by reading ahead when a collective
+ * could go on: a record of another call read that way is kept for the next
+ * decision, so the failed polls it owes still come after the frames before
+ * them. */
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "mpi_coll_nb.h"
 #include "mpi_test.h"
 
 #define ND_CALL_MASK 0xfu
@@ -54,6 +67,12 @@ static struct {
 	uint32_t owed_misses; /* following: failed polls the record in hand still owes */
 	int held;             /* following: the record's outcome is still to be taken */
 	struct nd_record rec; /* ...that record */
+	uint32_t frames;      /* frames produced through the wrapped hooks */
+	int in_point;         /* cm_mpi_nd_nbc_point is running */
+	int step_held;        /* following: a step record in hand... */
+	uint32_t step_id, step_at;
+	int look; /* following: a record read ahead, for the next decision */
+	struct nd_record look_rec;
 	/* The transport's own hooks. */
 	int (*isend)(struct cm_transport *t, struct cm_req *req);
 	int (*irecv)(struct cm_transport *t, struct cm_req *req);
@@ -74,8 +93,9 @@ const char *cm_mpi_nd_call_name(int call)
 	    [CM_ND_TESTSOME] = "MPI_Testsome",
 	    [CM_ND_WAITSOME] = "MPI_Waitsome",
 	    [CM_ND_GET_STATUS] = "MPI_Request_get_status",
+	    [CM_ND_NBC_STEP] = "a non-blocking collective",
 	};
-	return call >= 0 && call <= CM_ND_GET_STATUS ? names[call] : "?";
+	return call >= 0 && call <= CM_ND_NBC_STEP ? names[call] : "?";
 }
 
 void cm_mpi_nd_diverged(const char *func, const char *fmt, ...)
@@ -115,6 +135,8 @@ static int decode(const uint8_t in[8], struct nd_record *r)
 	r->more = (v & ND_MORE) != 0;
 	r->misses = (uint32_t)(v >> 8) & ND_MISSES_MAX;
 	r->value = (uint32_t)(v >> 32);
+	if (r->call == CM_ND_NBC_STEP)
+		return (v & ND_RESERVED) || r->more ? -1 : 0;
 	if ((v & ND_RESERVED) || r->call > CM_ND_GET_STATUS || r->value > INT_MAX)
 		return -1;
 	if (r->call == 0)
@@ -162,10 +184,47 @@ static int flush_misses(const char *func)
 	return lead_record(r, func);
 }
 
+/* Takes a record read while following: a step is held for the frame
+ * count it names, anything else becomes the record in hand. */
+static void take(const struct nd_record *r)
+{
+	if (r->call == CM_ND_NBC_STEP) {
+		nd.step_held = 1;
+		nd.step_id = r->misses;
+		nd.step_at = r->value;
+		return;
+	}
+	nd.rec = *r;
+	nd.owed_misses = r->misses;
+	nd.held = r->call != 0;
+}
+
 int cm_mpi_nd_first(enum cm_nd_call call, struct cm_nd_elem *e)
 {
 	const char *func = cm_mpi_nd_call_name(call);
 	int waits = call == CM_ND_WAITANY || call == CM_ND_WAITSOME;
+	if (cm_mpi_nd_nbc_point(1) < 0)
+		return -1;
+	while (!nd.lead && nd.owed_misses == 0 && !nd.held) {
+		struct nd_record r;
+		if (nd.look) {
+			r = nd.look_rec;
+			nd.look = 0;
+		} else {
+			r = (struct nd_record){.call = 0, .misses = 1};
+			if (e->value >= 0)
+				r = (struct nd_record){
+				    .call = call, .more = e->more, .value = (uint32_t)e->value};
+			int replayed;
+			if (put_record(&r, &replayed, func) < 0)
+				return -1;
+			if (!replayed)
+				return 0; /* our own outcome, now logged */
+		}
+		take(&r);
+		if (nd.step_held && cm_mpi_nd_nbc_point(1) < 0)
+			return -1;
+	}
 	if (nd.lead) {
 		if (e->value < 0)
 			return ++nd.pending == ND_MISSES_MAX ? flush_misses(func) : 0;
@@ -175,20 +234,6 @@ int cm_mpi_nd_first(enum cm_nd_call call, struct cm_nd_elem *e)
 		                      .value = (uint32_t)e->value};
 		nd.pending = 0;
 		return lead_record(r, func);
-	}
-	if (nd.owed_misses == 0 && !nd.held) {
-		struct nd_record r = {.call = 0, .misses = 1};
-		if (e->value >= 0)
-			r = (struct nd_record){
-			    .call = call, .more = e->more, .value = (uint32_t)e->value};
-		int replayed;
-		if (put_record(&r, &replayed, func) < 0)
-			return -1;
-		if (!replayed)
-			return 0; /* our own outcome, now logged */
-		nd.rec = r;
-		nd.owed_misses = r.misses;
-		nd.held = r.call != 0;
 	}
 	if (nd.owed_misses > 0) {
 		if (waits)
@@ -232,6 +277,10 @@ int cm_mpi_nd_replaying(void)
 
 static int before_frame(void)
 {
+	/* A follower's logged step may be due before this frame. */
+	if (!nd.lead && !cm_nbc_inside() && cm_mpi_nd_nbc_point(0) < 0)
+		return -1;
+	nd.frames++;
 	if (nd.lead)
 		return nd.pending ? flush_misses("MPI_Test") : 0;
 	if (nd.owed_misses > 0)
@@ -275,6 +324,98 @@ static int wrap_event(struct cm_transport *t, uint32_t kind, void *value, size_t
 	if (!*replayed)
 		nd.lead = 1;
 	return 0;
+}
+
+/* ---- non-blocking collectives' steps ---- */
+
+static int step_due(int decision)
+{
+	int32_t ahead = (int32_t)(nd.step_at - nd.frames);
+	if (ahead < 0 || (ahead > 0 && decision))
+		cm_mpi_nd_diverged("MPI",
+		                   "a step of a non-blocking collective was logged after "
+		                   "%u frames, this point is after %u",
+		                   (unsigned)nd.step_at, (unsigned)nd.frames);
+	return ahead == 0;
+}
+
+/* May a follower read the next event ahead? Only a record of this log
+ * (another kind is read by its own call), or when the log has run out. */
+static int next_is_ours(void)
+{
+	struct cm_transport *t = &cm_mpi.transport;
+	uint32_t kind;
+	if (!t->event_peek)
+		return 0;
+	int rc = t->event_peek(t, &kind);
+	return rc == 0 || (rc == 1 && kind == CM_EV_TEST);
+}
+
+int cm_mpi_nd_nbc_point(int decision)
+{
+	if (cm_nbc_inside() || nd.in_point)
+		return 0;
+	if (!cm_nbc_pending() && !nd.step_held)
+		return 0;
+	int resumed = 0;
+	uint32_t id;
+	if (!cm_mpi_nd_on()) {
+		while (cm_nbc_ready(&id)) {
+			cm_nbc_resume(id);
+			resumed++;
+		}
+		return resumed;
+	}
+	nd.in_point = 1;
+	for (;;) {
+		if (nd.step_held) {
+			if (!step_due(decision))
+				break;
+			nd.step_held = 0;
+			int rc = cm_nbc_force(nd.step_id);
+			if (rc == -2)
+				cm_mpi_nd_diverged("MPI", "the logged step is of a non-blocking "
+				                          "collective that is not waiting");
+			if (rc < 0) {
+				resumed = -1;
+				break;
+			}
+			resumed++;
+			continue;
+		}
+		if (!nd.lead && (nd.owed_misses || nd.held || nd.look))
+			break; /* a record of another call comes first */
+		if (!nd.lead && !next_is_ours())
+			break; /* an event of another kind (or none yet) comes first */
+		if (!cm_nbc_ready(&id))
+			break;
+		if (nd.lead && nd.pending && flush_misses("MPI_Test") < 0) {
+			resumed = -1;
+			break;
+		}
+		struct nd_record r = {
+		    .call = CM_ND_NBC_STEP, .misses = id & ND_MISSES_MAX, .value = nd.frames};
+		int replayed;
+		if (put_record(&r, &replayed, "MPI") < 0) {
+			resumed = -1;
+			break;
+		}
+		if (!replayed) {
+			cm_nbc_resume(id);
+			resumed++;
+			continue;
+		}
+		if (nd.lead)
+			cm_mpi_nd_diverged("MPI", "the log holds an outcome past its end");
+		if (r.call == CM_ND_NBC_STEP) {
+			take(&r);
+		} else {
+			nd.look = 1;
+			nd.look_rec = r;
+		}
+	}
+	nd.in_point = 0;
+	return resumed;
 }
 
 int cm_mpi_nd_on(void)

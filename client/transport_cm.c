@@ -550,6 +550,12 @@ static int locked_event(struct cm_transport *t, uint32_t kind, void *value, size
 	return leave(s, cmt_event(t, kind, value, len, replayed));
 }
 
+static int locked_event_peek(struct cm_transport *t, uint32_t *kind)
+{
+	struct cmt *s = enter(t);
+	return leave(s, cmt_event_peek(t, kind));
+}
+
 static int locked_cancel(struct cm_transport *t, struct cm_req *req, int *cancelled)
 {
 	struct cmt *s = enter(t);
@@ -579,6 +585,7 @@ void cm_transport_cm(struct cm_transport *t)
 	                           .progress = locked_progress,
 	                           .finalize = cmt_finalize,
 	                           .event = locked_event,
+	                           .event_peek = locked_event_peek,
 	                           .cancel = locked_cancel,
 	                           .snapshot = locked_snapshot,
 	                           .ckpt_committed = locked_ckpt_committed};

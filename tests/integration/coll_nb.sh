@@ -1,0 +1,32 @@
+#!/bin/bash
+# Non-blocking collectives (programs/coll_nb): each one's result equals its
+# blocking twin's, overlapped with polling computation, several at once on
+# two communicators, on 1, 3 and 4 ranks over the direct transport, one and
+# three channel memories and replication; then under kills, where the
+# output must equal the failure-free run's: a rank killed at three points
+# of the program (re-executed, its coroutines resumed at the logged
+# points), and by cmrun --kill-at.
+here=$(dirname "$0")
+ITEST_JOB_TIMEOUT=${ITEST_JOB_TIMEOUT:-90s}
+. "$here/lib.sh"
+. "$here/ft_lib.sh"
+itest_setup
+
+itest_expect_success coll_nb_direct_1 coll_nb 1 --transport direct -- coll_nb
+for n in 3 4; do
+	itest_expect_success "coll_nb_direct_$n" coll_nb "$n" --transport direct -- coll_nb
+	itest_expect_success "coll_nb_cm_$n" coll_nb "$n" --transport cm -- coll_nb
+done
+itest_expect_success coll_nb_cm3_4 coll_nb 4 --transport cm --cms 3 -- coll_nb
+CHANMEM_TEST_MODE= itest_expect_success coll_nb_repl2_3 coll_nb 3 --replicate 2 -- coll_nb
+
+NP=4
+ROUNDS=4
+ft_ref coll_nb_ref -- coll_nb "$ROUNDS"
+for at in 0 1 2; do
+	CNB_KILL_AT=$at ft_same "coll_nb_kill_$at" coll_nb_ref -- coll_nb "$ROUNDS"
+done
+CNB_KILL_AT=1 ft_same coll_nb_kill_cms2 coll_nb_ref --cms 2 -- coll_nb "$ROUNDS"
+ft_same coll_nb_kill_at coll_nb_ref --kill-at 2:150ms -- coll_nb "$ROUNDS"
+
+itest_finish
