@@ -29,6 +29,14 @@ extern "C" {
 #define MPI_VERSION 3
 #define MPI_SUBVERSION 1
 
+/* Built against chanmem's mpi.h (as Open MPI defines OPEN_MPI and MPICH
+ * MPICH_VERSION): a program can tell at compile time, without chanmem.h.
+ * The version is the library's (CHANMEM_VERSION in chanmem.h). */
+#define CHANMEM_MPI 1
+#define CHANMEM_MPI_MAJOR_VERSION 0
+#define CHANMEM_MPI_MINOR_VERSION 1
+#define CHANMEM_MPI_RELEASE_VERSION 0
+
 /* ---- handle and scalar types ---- */
 
 typedef int MPI_Comm;
