@@ -55,5 +55,9 @@ CM_HIDDEN int cm_nbc_pending(void);
  * (a logged resumption that cannot be taken here is a divergence). Returns
  * the number resumed, or -1 if the transport failed. */
 CM_HIDDEN int cm_mpi_nd_nbc_point(int decision);
+/* Before a collective starts (its coroutine runs up to its first wait):
+ * a follower takes the steps logged up to here first, as no coroutine can
+ * resume another. 0, or -1 if the transport failed. */
+CM_HIDDEN int cm_mpi_nd_nbc_start(void);
 
 #endif

@@ -272,6 +272,8 @@ int cm_nbc_start(const char *func, MPI_Comm comm, cm_nbc_run_fn *run, const void
 	/* The outcome log must count frames from a point every execution
 	 * shares: here, at the latest. */
 	cm_mpi_nd_on();
+	if (cm_mpi_nd_nbc_start() < 0)
+		return cm_mpi_raise(c, MPI_ERR_OTHER, func);
 	struct nbc *n = calloc(1, sizeof *n);
 	void *stack = n ? stack_get() : NULL;
 	struct cm_mpi_request *r = stack ? cm_mpi_req_alloc(c) : NULL;
