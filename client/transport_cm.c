@@ -484,6 +484,15 @@ static int cmt_finalize(struct cm_transport *t)
 	/* From here on the MPI thread alone touches the connections. */
 	cmt_coalesce_stop(s);
 	int rc = s->dead ? -1 : 0;
+	/* Output merely queued (events after the last frame: a 1-rank job's
+	 * MPI_Test outcomes) waits for a frame that will not come: progress
+	 * writes only to full sockets. */
+	for (int i = 0; i < s->ncms && rc == 0; i++)
+		if (cm_conn_pending_output(s->cms[i]) && cm_conn_alive(s->cms[i]) &&
+		    !s->cms[i]->wblocked && cm_conn_flush(s->cms[i]) < 0) {
+			cmt_check_lost(s);
+			rc = -1;
+		}
 	if (rc == 0)
 		rc = cm_wait_until(t, s->rank, no_output, CM_FLUSH_TIMEOUT_MS,
 		                   "messages still unsent");
