@@ -33,13 +33,17 @@
  * timing again, and what it sends then takes its place in the stream of
  * frames. Each resumption is a "step" record (call 8: bits 8-31 the
  * collective's id, bits 32-63 the number of frames the rank had produced,
- * counted by the wrapped hooks). A leader logs one before every resumption;
- * a follower resumes the collective exactly when its count of frames
- * reaches the logged one, waiting for the transfer if need be, and never
- * otherwise. A follower learns of steps by reading ahead when a collective
- * could go on: a record of another call read that way is kept for the next
- * decision, so the failed polls it owes still come after the frames before
- * them. */
+ * counted by the wrapped hooks), logged before the coroutine runs. Not
+ * resuming is a timing decision too: before a frame that follows a point
+ * of the progress engine at which a collective was pending, a leader logs
+ * a "mark" (call 9, the same count), so that no frame leaves the rank
+ * depending on a decision the log does not hold. A follower reads the log
+ * at every point (never only when a collective happens to be ready: that
+ * is timing of the replay), resumes exactly the logged steps at their
+ * counts, and before such a frame reads up to the mark. A record of
+ * another call read ahead is kept for the next decision, so the failed
+ * polls it owes still come after the frames before them. The argument is
+ * in docs/collectives.md (replay of non-blocking collectives). */
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
