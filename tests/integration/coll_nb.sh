@@ -8,7 +8,8 @@
 # points), by cmrun --kill-at, and by cmrun's seeded --kill-every on
 # whichever ranks it picks (some killed again while they replay), over one,
 # two and three CMs, with every message below --cut-through-min (the
-# default) and with the large ones above it (cut through the CM).
+# default) and with the large ones above it (cut through the CM); under
+# --replicate 2, a master or a non-master replica killed by cmrun.
 here=$(dirname "$0")
 ITEST_JOB_TIMEOUT=${ITEST_JOB_TIMEOUT:-90s}
 . "$here/lib.sh"
@@ -51,5 +52,15 @@ for seed in 6 7; do
 done
 ft_same coll_nb_every_cms3_cut coll_nb_ref --cms 3 --cut-through-min 64 --kill-every 120ms \
 	--kill-count 3 --seed 8 -- coll_nb "$ROUNDS"
+
+# Replication: a replica follows its master's steps and marks as they
+# come (waiting for a mark it needs); the master killed (a replica takes
+# over, following the records it has, then leading) or the other replica.
+NP=3
+CHANMEM_TEST_MODE= ft_ref coll_nb_repl_ref --replicate 2 -- coll_nb "$ROUNDS"
+for rep in 0 1; do
+	CHANMEM_TEST_MODE= ft_same "coll_nb_repl_kill_replica$rep" coll_nb_repl_ref --replicate 2 \
+		--kill-at 1:200ms --kill-replica "$rep" -- coll_nb "$ROUNDS"
+done
 
 itest_finish
