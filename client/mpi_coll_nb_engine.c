@@ -34,6 +34,7 @@
 #endif
 #endif
 #ifdef CM_NBC_ASAN
+#include <dlfcn.h>
 #include <sanitizer/asan_interface.h>
 #endif
 #ifdef CM_NBC_TSAN
@@ -123,6 +124,28 @@ int cm_nbc_pending(void)
 
 /* ---- switching ---- */
 
+#ifdef CM_NBC_ASAN
+/* ASan's swapcontext interceptor prints a warning on a process's first
+ * switch (on the program's stderr) and otherwise only clears the shadow of
+ * the target stack. The fiber annotations around every switch tell ASan
+ * about the stacks, and a stack is unpoisoned when a collective takes it
+ * (cm_nbc_start): libc's swapcontext, past the interceptor, is enough. */
+typedef int swap_fn(ucontext_t *, const ucontext_t *);
+static swap_fn *real_swap;
+
+static int switch_ctx(ucontext_t *from, const ucontext_t *to)
+{
+	if (!real_swap) {
+		real_swap = (swap_fn *)dlsym(RTLD_NEXT, "swapcontext");
+		if (!real_swap)
+			real_swap = swapcontext;
+	}
+	return real_swap(from, to);
+}
+#else
+#define switch_ctx swapcontext
+#endif
+
 static void entered(struct nbc *n)
 {
 #ifdef CM_NBC_ASAN
@@ -141,7 +164,7 @@ static void to_main(struct nbc *n)
 #ifdef CM_NBC_TSAN
 	__tsan_switch_to_fiber(main_fiber, 0);
 #endif
-	swapcontext(&n->ctx, &main_ctx);
+	switch_ctx(&n->ctx, &main_ctx);
 	entered(n);
 }
 
@@ -191,7 +214,7 @@ static void switch_in(struct nbc *n)
 		main_fiber = __tsan_get_current_fiber();
 	__tsan_switch_to_fiber(n->fiber, 0);
 #endif
-	swapcontext(&main_ctx, &n->ctx);
+	switch_ctx(&main_ctx, &n->ctx);
 #ifdef CM_NBC_ASAN
 	__sanitizer_finish_switch_fiber(main_fake_stack, NULL, NULL);
 #endif
@@ -302,6 +325,10 @@ int cm_nbc_start(const char *func, MPI_Comm comm, cm_nbc_run_fn *run, const void
 	memcpy(n->args, args, len);
 	n->req = r;
 	n->stack = stack;
+#ifdef CM_NBC_ASAN
+	/* Frames of an earlier collective on a cached stack left poison. */
+	__asan_unpoison_memory_region(stack, NBC_STACK_SIZE);
+#endif
 #ifdef CM_NBC_TSAN
 	n->fiber = __tsan_create_fiber(0);
 #endif
