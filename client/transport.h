@@ -118,6 +118,13 @@ struct cm_transport {
 	 * after this call) and *replayed = 0. Returns 0, or -1 after printing
 	 * why (a replayed event of another kind: the re-execution diverged). */
 	int (*event)(struct cm_transport *t, uint32_t kind, void *value, size_t len, int *replayed);
+	/* With event (a transport that logs events without it replays
+	 * non-blocking collectives only at decisions, which is not exact).
+	 * What the next call of event would do, without
+	 * doing it: 1 and *kind when it would return a logged event, 0 when it
+	 * would log (the log has run out), -1 when that is not known yet (a
+	 * replica waiting for its master's next event). Never blocks. */
+	int (*event_peek)(struct cm_transport *t, uint32_t *kind);
 	/* Optional (NULL: receives cannot be cancelled; they complete
 	 * normally). MPI_Cancel of the posted receive req, not done yet:
 	 * *cancelled = 1 when it was withdrawn before any message matched it
