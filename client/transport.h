@@ -129,7 +129,9 @@ struct cm_transport {
 	/* Optional (NULL: this transport cannot resume from a checkpoint
 	 * image). The counters an image must hold (client/ckpt_app.c), once
 	 * everything sent so far is processed where it was sent: 0; 1 while a
-	 * request is outstanding (nothing taken); -1 after printing why. */
+	 * request is outstanding (nothing taken); 2 when the MPI layer is
+	 * replaying inside a logged outcome (nothing taken, no error: the
+	 * next call may); -1 after printing why. */
 	int (*snapshot)(struct cm_transport *t, struct cm_resume *out);
 	/* Optional. The image holding *state is committed: the home CM may
 	 * drop the log entries and events it consumed (garbage collection). */

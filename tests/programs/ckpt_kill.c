@@ -1,7 +1,7 @@
 /* ckpt_kill: a ring with application checkpoints, meant to be killed at
  * random (cmrun --ckpt-dir D --ckpt-every T --kill-every T).
  *
- *   ckpt_kill STEPS BYTES [SLEEP_MS]
+ *   ckpt_kill STEPS BYTES [SLEEP_MS] [test]
  *
  * Each step every rank sends BYTES bytes derived from its state to the next
  * rank with MPI_Sendrecv, folds the buffer it receives from the previous
@@ -9,13 +9,20 @@
  * At the end every rank prints its state: the same line whatever was
  * killed, restored or replayed. Each received buffer is also checked
  * against what its sender must have sent (a wrong or torn replay is caught
- * at the step it happens, not only in the final sum). */
+ * at the step it happens, not only in the final sum).
+ *
+ * With `test` the exchange is MPI_Irecv + MPI_Isend, the receive completed
+ * by an MPI_Test loop that also reads MPI_Wtime: failed polls and clock
+ * values are events, so images must cut the event log at the right place
+ * too (a re-execution that cannot follow the logged polls stops the job
+ * with an error). The output stays that of a failure-free run. */
 #include <chanmem.h>
 #include <mpi.h>
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 struct state {
@@ -45,6 +52,7 @@ int main(int argc, char **argv)
 	long steps = argc > 1 ? atol(argv[1]) : 100;
 	long bytes = argc > 2 ? atol(argv[2]) : 65536;
 	long sleep_ms = argc > 3 ? atol(argv[3]) : 0;
+	int polling = argc > 4 && strcmp(argv[4], "test") == 0;
 	if (steps < 1 || bytes < 16 || bytes > (64l << 20) || sleep_ms < 0) {
 		if (rank == 0)
 			fprintf(stderr, "usage: ckpt_kill STEPS BYTES(16..64Mi) [SLEEP_MS]\n");
@@ -73,8 +81,31 @@ int main(int argc, char **argv)
 		fill(out, words, rank, st.step, st.sum[0]);
 		out[0] = st.sum[0];
 		MPI_Status status;
-		MPI_Sendrecv(out, (int)words, MPI_UINT64_T, next, 7, in, (int)words, MPI_UINT64_T,
-		             prev, 7, MPI_COMM_WORLD, &status);
+		if (polling) {
+			MPI_Request rq[2];
+			MPI_Irecv(in, (int)words, MPI_UINT64_T, prev, 7, MPI_COMM_WORLD, &rq[0]);
+			MPI_Isend(out, (int)words, MPI_UINT64_T, next, 7, MPI_COMM_WORLD, &rq[1]);
+			/* A failed poll of the send, completed by MPI_Wait (which
+			 * logs nothing): its count is still pending at the
+			 * checkpoint below. */
+			int done = 0;
+			MPI_Test(&rq[1], &done, MPI_STATUS_IGNORE);
+			if (!done)
+				MPI_Wait(&rq[1], MPI_STATUS_IGNORE);
+			done = 0;
+			(void)MPI_Wtime();
+			for (;;) {
+				MPI_Test(&rq[0], &done, &status);
+				if (done)
+					break;
+				/* Polling, not spinning: 2 cores, 4 ranks and a CM. */
+				struct timespec ts = {0, 20000};
+				nanosleep(&ts, NULL);
+			}
+		} else {
+			MPI_Sendrecv(out, (int)words, MPI_UINT64_T, next, 7, in, (int)words,
+			             MPI_UINT64_T, prev, 7, MPI_COMM_WORLD, &status);
+		}
 		int count;
 		MPI_Get_count(&status, MPI_UINT64_T, &count);
 		fill(want, words, prev, st.step, in[0]);
