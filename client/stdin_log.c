@@ -224,6 +224,9 @@ void cm_stdin_init(uint64_t consumed, uint64_t delivered)
 	 * must not hand out its read-ahead a second time. */
 	if (ahead > 0)
 		old->_IO_read_ptr = old->_IO_read_end;
+	/* fileno(stdin) stays 0 (isatty, poll on it): glibc reads it from
+	 * here; the cookie's own read function does the reading. */
+	f->_fileno = STDIN_FILENO;
 	in.stream = f;
 	in.skip = consumed;
 	in.free_left = delivered > consumed ? delivered - consumed : 0;

@@ -71,6 +71,7 @@ for ((i = FIRST; i < FIRST + RUNS; i++)); do
 		ft_same "$name" "soak_ref_$ref" "${opts[@]}" -- "${prog[@]}"
 	n=$(grep -c 'restarting it as incarnation' "$itest_work/$name.err" 2>/dev/null)
 	restarts=$((restarts + ${n:-0}))
+	itest_log "  $name: ${n:-0} restarts"
 	if [ "$itest_failures" -ne "$before" ]; then
 		if [ "$itest_rc" -eq 124 ]; then hangs=$((hangs + 1)); else failed=$((failed + 1)); fi
 	fi
