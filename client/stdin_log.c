@@ -33,6 +33,7 @@
  * re-execution, its lengths may differ). */
 #include <config.h>
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,7 @@
 
 static struct {
 	FILE *stream; /* ours, installed as stdin; NULL: stdin is left alone */
+	FILE *old;    /* libc's stdin, put back if the program reopens stdin */
 	uint8_t *carry;
 	size_t carry_pos, carry_len, carry_cap;
 	/* Offset (in the stream after MPI_Init) of the next byte stream_read
@@ -228,6 +230,7 @@ void cm_stdin_init(uint64_t consumed, uint64_t delivered)
 	 * here; the cookie's own read function does the reading. */
 	f->_fileno = STDIN_FILENO;
 	in.stream = f;
+	in.old = old;
 	in.skip = consumed;
 	in.free_left = delivered > consumed ? delivered - consumed : 0;
 	in.delivered = consumed;
@@ -247,4 +250,25 @@ void cm_stdin_position(uint64_t *consumed, uint64_t *delivered)
 	 * image, what the dead incarnation's stdio held: delivered already. */
 	*consumed = in.delivered - buffered;
 	*delivered = in.delivered + in.free_left;
+}
+
+/* freopen(path, mode, stdin) reopens libc's own stream: ours reads
+ * descriptor 0 and could not be reopened on a file. What the program reads
+ * from that file is not logged (a file is the same in a re-execution). */
+FILE *freopen(const char *path, const char *mode, FILE *stream)
+{
+	static FILE *(*real)(const char *, const char *, FILE *);
+	if (real == NULL)
+		real = (FILE * (*)(const char *, const char *, FILE *)) dlsym(RTLD_NEXT, "freopen");
+	if (real == NULL) {
+		errno = ENOSYS;
+		return NULL;
+	}
+	if (stream != NULL && stream == in.stream) {
+		stream = in.old;
+		if (stdin == in.stream)
+			stdin = in.old;
+		in.stream = NULL;
+	}
+	return real(path, mode, stream);
 }
