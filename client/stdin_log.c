@@ -255,12 +255,14 @@ void cm_stdin_position(uint64_t *consumed, uint64_t *delivered)
 /* freopen(path, mode, stdin) reopens libc's own stream: ours reads
  * descriptor 0 and could not be reopened on a file. What the program reads
  * from that file is not logged (a file is the same in a re-execution). */
-FILE *freopen(const char *path, const char *mode, FILE *stream)
+typedef FILE *reopen_fn(const char *, const char *, FILE *);
+
+static FILE *reopen(const char *name, reopen_fn **real, const char *path, const char *mode,
+                    FILE *stream)
 {
-	static FILE *(*real)(const char *, const char *, FILE *);
-	if (real == NULL)
-		real = (FILE * (*)(const char *, const char *, FILE *)) dlsym(RTLD_NEXT, "freopen");
-	if (real == NULL) {
+	if (*real == NULL)
+		*real = (reopen_fn *)dlsym(RTLD_NEXT, name);
+	if (*real == NULL) {
 		errno = ENOSYS;
 		return NULL;
 	}
@@ -270,5 +272,18 @@ FILE *freopen(const char *path, const char *mode, FILE *stream)
 			stdin = in.old;
 		in.stream = NULL;
 	}
-	return real(path, mode, stream);
+	return (*real)(path, mode, stream);
+}
+
+FILE *freopen(const char *path, const char *mode, FILE *stream)
+{
+	static reopen_fn *real;
+	return reopen("freopen", &real, path, mode, stream);
+}
+
+/* The same under _FILE_OFFSET_BITS=64. */
+FILE *freopen64(const char *path, const char *mode, FILE *stream)
+{
+	static reopen_fn *real;
+	return reopen("freopen64", &real, path, mode, stream);
 }
