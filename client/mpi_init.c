@@ -16,6 +16,7 @@
 #include "jobenv.h"
 #include "mpi_coll_nb.h"
 #include "mpi_internal.h"
+#include "stdin_log.h"
 #include "units.h"
 
 struct cm_mpi_state cm_mpi = {.world_rank = -1, .job = {.listen_fd = -1}};
@@ -93,6 +94,9 @@ static int init(int required, const char *func)
 	cm_mpi.thread_level = required > MPI_THREAD_FUNNELED ? MPI_THREAD_FUNNELED : required;
 	cm_mpi.main_thread = pthread_self();
 	cm_mpi.initialized = 1;
+	uint64_t in_consumed, in_delivered;
+	cm_ckpt_stdin_position(&in_consumed, &in_delivered);
+	cm_stdin_init(in_consumed, in_delivered);
 	cm_heartbeat_start(cm_mpi.job.rank, cm_mpi.job.incarnation, cm_mpi.job.replica);
 	return MPI_SUCCESS;
 }

@@ -86,6 +86,7 @@ static struct {
 	             struct cm_probe_result *out);
 	int (*event)(struct cm_transport *t, uint32_t kind, void *value, size_t len, int *replayed);
 	int (*cancel)(struct cm_transport *t, struct cm_req *req, int *cancelled);
+	int (*snapshot)(struct cm_transport *t, struct cm_resume *out);
 } nd;
 
 const char *cm_mpi_nd_call_name(int call)
@@ -357,6 +358,21 @@ static int wrap_cancel(struct cm_transport *t, struct cm_req *req, int *cancelle
 	return before_frame() < 0 ? -1 : nd.cancel(t, req, cancelled);
 }
 
+/* A checkpoint image cuts the event log at the snapshot: the polls counted
+ * so far must be logged below the cut, or a rank restored from the image
+ * would start with none pending while the log's next record still counts
+ * them (it would poll in vain once more than the dead incarnation did).
+ * A follower in the middle of a record (polls still owed, an outcome still
+ * held) has no cut that fits: no image this time (2). */
+static int wrap_snapshot(struct cm_transport *t, struct cm_resume *out)
+{
+	if (!nd.lead && (nd.owed_misses > 0 || nd.held))
+		return 2;
+	if (before_frame() < 0)
+		return -1;
+	return nd.snapshot(t, out);
+}
+
 /* Another kind of event (MPI_Wtime): a follower whose hook says the log
  * has run out leads from now on. */
 static int wrap_event(struct cm_transport *t, uint32_t kind, void *value, size_t len, int *replayed)
@@ -551,11 +567,14 @@ int cm_mpi_nd_on(void)
 	nd.probe = t->probe;
 	nd.event = t->event;
 	nd.cancel = t->cancel;
+	nd.snapshot = t->snapshot;
 	t->isend = wrap_isend;
 	t->irecv = wrap_irecv;
 	t->probe = wrap_probe;
 	t->event = wrap_event;
 	if (t->cancel)
 		t->cancel = wrap_cancel;
+	if (t->snapshot)
+		t->snapshot = wrap_snapshot;
 	return 1;
 }
