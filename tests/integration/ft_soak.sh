@@ -15,7 +15,8 @@
 # round with two CMs. Every run must end with the failure-free output
 # (per-rank lines in order, ranks' lines interleaving freely), exit 0, no
 # error. The seeds are printed: a failing run is reproduced with
-# SOAK_SEED=S SOAK_RUNS=1 (the kind comes from the run number: SOAK_FIRST=I).
+# SOAK_SEED=S SOAK_RUNS=1 (the kind comes from the run number: SOAK_FIRST=I,
+# with the same SOAK_KINDS).
 # The last line counts the runs, the restarts they made, the hangs and the
 # other failures.
 here=$(dirname "$0")
@@ -28,7 +29,18 @@ ITERS=20
 RUNS=${SOAK_RUNS:-6}
 FIRST=${SOAK_FIRST:-0}
 SEED=${SOAK_SEED:-$(date +%s)}
-KINDS=(ck64 ring stdin ck2m alltoall cktest ssend stdinck master)
+# SOAK_KINDS="ck64 ck2m ..." keeps only those kinds (e.g. the checkpoint
+# ones: SOAK_KINDS="ck64 ck2m cktest stdinck").
+read -r -a KINDS <<<"${SOAK_KINDS:-ck64 ring stdin ck2m alltoall cktest ssend stdinck master}"
+for k in "${KINDS[@]}"; do
+	case $k in
+	ck64 | ring | stdin | ck2m | alltoall | cktest | ssend | stdinck | master) ;;
+	*)
+		echo "ERROR: SOAK_KINDS: unknown kind '$k'" >&2
+		exit 99
+		;;
+	esac
+done
 MODES=(mono thread-per-client multiplexer specialized)
 itest_log "soak: $RUNS runs, first seed $SEED"
 ITEST_JOB_TIMEOUT=30s
