@@ -7,8 +7,10 @@
  *
  * Image (little-endian): "CMCKPT01", u32 version, u32 region count,
  * u64 checkpoint number, u64 send clock, u64 next request id, u64 events,
- * u64 stdout bytes, u64 stderr bytes, u64 length of each region, then the
- * regions' bytes. The checkpoint server checksums, compresses and commits
+ * u64 stdout bytes, u64 stderr bytes, (version 2:) u64 stdin bytes
+ * consumed, u64 stdin bytes delivered to stdio (stdin_log.c), u64 length
+ * of each region, then the regions' bytes. Version 1 images (no stdin
+ * position) are still read. The checkpoint server checksums, compresses and commits
  * it atomically.
  *
  * Output. cmrun drops as many bytes of a re-executed rank's stdout (and
@@ -30,6 +32,7 @@
 #include "mpi_internal.h"
 #include "net.h"
 #include "protocol.h"
+#include "stdin_log.h"
 #include "units.h"
 
 #include <errno.h>
@@ -42,8 +45,9 @@
 #include <unistd.h>
 
 #define IMAGE_MAGIC "CMCKPT01"
-#define IMAGE_VERSION 1u
-#define IMAGE_FIXED (8 + 4 + 4 + 6 * 8)
+#define IMAGE_VERSION 2u
+#define IMAGE_FIXED_V1 (8 + 4 + 4 + 6 * 8)
+#define IMAGE_FIXED (IMAGE_FIXED_V1 + 2 * 8)
 #define MAX_REGIONS 64
 #define CKPT_TIMEOUT_MS 30000
 #define JOB_ID_DEFAULT "chanmem"
@@ -74,6 +78,8 @@ static struct {
 	struct counted_fd out, err;
 	bool counting;
 	uint64_t out_at_image, err_at_image; /* the restored image's counts */
+	uint64_t in_consumed, in_delivered;  /* ...and stdin position */
+	size_t restored_fixed;               /* its header's size (by version) */
 } ck;
 
 static ssize_t counted_write(void *cookie, const char *buf, size_t len)
@@ -164,34 +170,45 @@ static struct ckpt_client *connect_server(const struct cm_job *job)
  * not one of ours. */
 static bool parse_image(int rank, const uint8_t *img, size_t len)
 {
-	if (len < IMAGE_FIXED || memcmp(img, IMAGE_MAGIC, 8) != 0 ||
-	    cm_get_u32(img + 8) != IMAGE_VERSION) {
-		cm_err("rank %d: checkpoint image: not a chanmem image of version %u", rank,
+	uint32_t version = len >= IMAGE_FIXED_V1 ? cm_get_u32(img + 8) : 0;
+	size_t fixed = version == 1 ? IMAGE_FIXED_V1 : IMAGE_FIXED;
+	if (len < IMAGE_FIXED_V1 || memcmp(img, IMAGE_MAGIC, 8) != 0 || version < 1 ||
+	    version > IMAGE_VERSION || len < fixed) {
+		cm_err("rank %d: checkpoint image: not a chanmem image of version 1 to %u", rank,
 		       IMAGE_VERSION);
 		return false;
 	}
 	uint32_t n = cm_get_u32(img + 12);
-	if (n > MAX_REGIONS || len < IMAGE_FIXED + (size_t)n * 8) {
+	if (n > MAX_REGIONS || len < fixed + (size_t)n * 8) {
 		cm_err("rank %d: checkpoint image: %u regions in %zu bytes", rank, (unsigned)n,
 		       len);
 		return false;
 	}
-	uint64_t total = IMAGE_FIXED + (uint64_t)n * 8;
+	uint64_t total = fixed + (uint64_t)n * 8;
 	for (uint32_t i = 0; i < n; i++)
-		total += cm_get_u64(img + IMAGE_FIXED + 8 * i);
+		total += cm_get_u64(img + fixed + 8 * i);
 	if (total != len) {
 		cm_err("rank %d: checkpoint image: regions add up to %llu bytes, image has %zu",
 		       rank, (unsigned long long)total, len);
 		return false;
 	}
 	ck.restored_regions = n;
+	ck.restored_fixed = fixed;
 	ck.number = cm_get_u64(img + 16);
 	ck.resume.clock = cm_get_u64(img + 24);
 	ck.resume.reqid = cm_get_u64(img + 32);
 	ck.resume.events = cm_get_u64(img + 40);
 	ck.out_at_image = cm_get_u64(img + 48);
 	ck.err_at_image = cm_get_u64(img + 56);
+	ck.in_consumed = version >= 2 ? cm_get_u64(img + 64) : 0;
+	ck.in_delivered = version >= 2 ? cm_get_u64(img + 72) : 0;
 	return true;
+}
+
+void cm_ckpt_stdin_position(uint64_t *consumed, uint64_t *delivered)
+{
+	*consumed = ck.in_consumed;
+	*delivered = ck.in_delivered;
 }
 
 int cm_ckpt_recover(struct cm_job *job)
@@ -275,7 +292,7 @@ int chanmem_ckpt_restore(void)
 		       ck.restored_regions, ck.nregions);
 		return MPI_ERR_ARG;
 	}
-	const uint8_t *sizes = ck.restored + IMAGE_FIXED;
+	const uint8_t *sizes = ck.restored + ck.restored_fixed;
 	const uint8_t *data = sizes + 8 * (size_t)ck.nregions;
 	for (unsigned i = 0; i < ck.nregions; i++) {
 		uint64_t len = cm_get_u64(sizes + 8 * i);
@@ -318,6 +335,10 @@ static int upload(const struct cm_job *job, const struct cm_resume *state)
 	fflush(stderr);
 	cm_put_u64(head + 48, ck.counting ? ck.out.bytes : 0);
 	cm_put_u64(head + 56, ck.counting ? ck.err.bytes : 0);
+	uint64_t in_consumed, in_delivered;
+	cm_stdin_position(&in_consumed, &in_delivered);
+	cm_put_u64(head + 64, in_consumed);
+	cm_put_u64(head + 72, in_delivered);
 	for (unsigned i = 0; i < ck.nregions; i++)
 		cm_put_u64(head + IMAGE_FIXED + 8 * i, ck.regions[i].len);
 
@@ -361,6 +382,8 @@ int chanmem_checkpoint(int *taken)
 	}
 	struct cm_resume state;
 	int rc = cm_mpi.transport.snapshot(&cm_mpi.transport, &state);
+	if (rc == 2)
+		return MPI_SUCCESS; /* replaying inside a logged outcome: at a later call */
 	if (rc != 0)
 		return rc > 0 ? MPI_ERR_PENDING : MPI_ERR_OTHER;
 	rc = upload(&cm_mpi.job, &state);

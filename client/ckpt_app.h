@@ -11,5 +11,7 @@
  * resumes from and chanmem_ckpt_recovering() says so. 0, or -1 after saying
  * why (the image exists but cannot be read: starting over would diverge). */
 CM_HIDDEN int cm_ckpt_recover(struct cm_job *job);
+/* The restored image's stdin position (stdin_log.c); 0, 0 without one. */
+CM_HIDDEN void cm_ckpt_stdin_position(uint64_t *consumed, uint64_t *delivered);
 
 #endif

@@ -14,15 +14,30 @@
 #include "ckpt_app.h"
 #include "heartbeat.h"
 #include "jobenv.h"
+#include "mpi_coll_nb.h"
 #include "mpi_internal.h"
+#include "stdin_log.h"
 #include "units.h"
 
 struct cm_mpi_state cm_mpi = {.world_rank = -1, .job = {.listen_fd = -1}};
 
 int cm_mpi_progress(int timeout_ms)
 {
+	/* Non-blocking collectives go on from the program's flow only: a
+	 * coroutine never resumes another. One that went on may have made
+	 * more work possible at once: no blocking then. */
+	int nbc = !cm_nbc_inside() && cm_nbc_pending();
+	if (nbc) {
+		int resumed = cm_mpi_nd_nbc_point(0);
+		if (resumed < 0)
+			return -1;
+		if (resumed > 0)
+			timeout_ms = 0;
+	}
 	int rc = cm_mpi.transport.progress(&cm_mpi.transport, timeout_ms);
 	cm_mpi_req_reap_detached();
+	if (rc == 0 && nbc && cm_mpi_nd_nbc_point(0) < 0)
+		return -1;
 	return rc;
 }
 
@@ -79,6 +94,9 @@ static int init(int required, const char *func)
 	cm_mpi.thread_level = required > MPI_THREAD_FUNNELED ? MPI_THREAD_FUNNELED : required;
 	cm_mpi.main_thread = pthread_self();
 	cm_mpi.initialized = 1;
+	uint64_t in_consumed, in_delivered;
+	cm_ckpt_stdin_position(&in_consumed, &in_delivered);
+	cm_stdin_init(in_consumed, in_delivered);
 	cm_heartbeat_start(cm_mpi.job.rank, cm_mpi.job.incarnation, cm_mpi.job.replica);
 	return MPI_SUCCESS;
 }

@@ -134,6 +134,7 @@ struct cm_mpi_comm {
 	int predefined;             /* MPI_COMM_WORLD, MPI_COMM_SELF: never freed */
 	struct cm_mpi_attr *attrs;
 	struct cm_mpi_topo *topo; /* owned; NULL: no topology */
+	uint32_t nbc_seq;         /* non-blocking collectives started on it (their tags) */
 };
 
 /* Sets up MPI_COMM_WORLD and MPI_COMM_SELF for this job. */

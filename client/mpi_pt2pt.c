@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mpi_coll_nb.h"
 #include "mpi_internal.h"
 #include "protocol.h"
 
@@ -145,6 +146,8 @@ int cm_mpi_start_send(struct cm_mpi_comm *c, const void *buf, int count,
                       const struct cm_mpi_datatype *type, int peer, int tag, uint32_t ctx, int sync,
                       struct cm_mpi_request **out)
 {
+	if (cm_nbc_tag_bias && ctx == c->ctx_coll)
+		tag += cm_nbc_tag_bias;
 	struct cm_mpi_request *r = cm_mpi_req_alloc(c);
 	if (!r)
 		return MPI_ERR_NO_MEM;
@@ -161,6 +164,8 @@ int cm_mpi_start_recv(struct cm_mpi_comm *c, void *buf, int count,
                       const struct cm_mpi_datatype *type, int peer, int tag, uint32_t ctx,
                       struct cm_mpi_request **out)
 {
+	if (cm_nbc_tag_bias && ctx == c->ctx_coll)
+		tag += cm_nbc_tag_bias;
 	struct cm_mpi_request *r = cm_mpi_req_alloc(c);
 	if (!r)
 		return MPI_ERR_NO_MEM;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "heartbeat.h"
+#include "mpi_coll_nb.h"
 #include "mpi_test.h"
 
 static struct cm_mpi_request **slots;
@@ -130,6 +131,8 @@ int cm_mpi_req_poll(struct cm_mpi_request *r)
 
 int cm_mpi_req_wait(struct cm_mpi_request *r)
 {
+	if (cm_nbc_inside())
+		return cm_nbc_wait(r);
 	while (!cm_mpi_req_poll(r))
 		if (cm_mpi_progress(-1) < 0)
 			return -1;

@@ -52,7 +52,15 @@ enum cm_nd_call {
 	CM_ND_WAITANY = 4,
 	CM_ND_TESTSOME = 5,
 	CM_ND_WAITSOME = 6,
-	CM_ND_GET_STATUS = 7
+	CM_ND_GET_STATUS = 7,
+	/* A non-blocking collective's coroutine resumed (mpi_coll_nb.h): bits
+	 * 8-31 its id, bits 32-63 the frames the rank had produced. */
+	CM_ND_NBC_STEP = 8,
+	/* No more steps before the next frame (bits 32-63 the frames the
+	 * rank had produced): logged before a frame that follows a point at
+	 * which a collective was pending, since whether it went on there was
+	 * decided by timing. */
+	CM_ND_NBC_MARK = 9
 };
 
 /* One outcome: value -1 = nothing complete (a failed poll), otherwise the

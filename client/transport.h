@@ -75,9 +75,9 @@ struct cm_job {
 	unsigned incarnation;
 	char secret[33];
 	int ncms;
-	char **cms;   /* ncms "host:port" strings */
-	int *home;    /* size entries: home CM index of every rank */
-	char **peers; /* direct: size "host:port" strings, or NULL */
+	char **cms;    /* ncms "host:port" strings */
+	int *home;     /* size entries: home CM index of every rank */
+	char **peers;  /* direct: size "host:port" strings, or NULL */
 	int listen_fd; /* direct: inherited listening socket, or -1 */
 	/* repl: replica index, replica count, size * replicas "host:port"
 	 * strings (index rank * replicas + replica) */
@@ -118,6 +118,13 @@ struct cm_transport {
 	 * after this call) and *replayed = 0. Returns 0, or -1 after printing
 	 * why (a replayed event of another kind: the re-execution diverged). */
 	int (*event)(struct cm_transport *t, uint32_t kind, void *value, size_t len, int *replayed);
+	/* With event (a transport that logs events without it replays
+	 * non-blocking collectives only at decisions, which is not exact).
+	 * What the next call of event would do, without
+	 * doing it: 1 and *kind when it would return a logged event, 0 when it
+	 * would log (the log has run out), -1 when that is not known yet (a
+	 * replica waiting for its master's next event). Never blocks. */
+	int (*event_peek)(struct cm_transport *t, uint32_t *kind);
 	/* Optional (NULL: receives cannot be cancelled; they complete
 	 * normally). MPI_Cancel of the posted receive req, not done yet:
 	 * *cancelled = 1 when it was withdrawn before any message matched it
@@ -129,7 +136,9 @@ struct cm_transport {
 	/* Optional (NULL: this transport cannot resume from a checkpoint
 	 * image). The counters an image must hold (client/ckpt_app.c), once
 	 * everything sent so far is processed where it was sent: 0; 1 while a
-	 * request is outstanding (nothing taken); -1 after printing why. */
+	 * request is outstanding (nothing taken); 2 when the MPI layer is
+	 * replaying inside a logged outcome (nothing taken, no error: the
+	 * next call may); -1 after printing why. */
 	int (*snapshot)(struct cm_transport *t, struct cm_resume *out);
 	/* Optional. The image holding *state is committed: the home CM may
 	 * drop the log entries and events it consumed (garbage collection). */
@@ -141,12 +150,14 @@ struct cm_transport {
 enum cm_event_kind {
 	CM_EV_WTIME = 1, /* an MPI_Wtime value: 8-byte LE IEEE double */
 	/* 2: a cancel decision of the replication transport (REPL_EV_CANCEL) */
-	CM_EV_TEST = 3,  /* a completion call's outcome (MPI_Test & co): 8-byte LE record,
-	                    client/mpi_nondet.c */
-	CM_EV_PROBE = 4, /* a probe answer decided by a replication master: LE int32 source
-	                    (-1: none), int32 tag (the cm transport's CM records probes) */
+	CM_EV_TEST = 3,     /* a completion call's outcome (MPI_Test & co): 8-byte LE record,
+	                       client/mpi_nondet.c */
+	CM_EV_PROBE = 4,    /* a probe answer decided by a replication master: LE int32 source
+	                       (-1: none), int32 tag (the cm transport's CM records probes) */
 	CM_EV_REALTIME = 5, /* a wall-clock read of the program (gettimeofday, time):
 	                       LE int64 nanoseconds since the epoch, client/libc_clocks.c */
+	CM_EV_STDIN = 6,    /* a read of the program's stdin: LE u64 bytes returned (0: EOF),
+	                       client/stdin_log.c */
 };
 
 /* Transport constructors: fill *t. */

@@ -484,6 +484,15 @@ static int cmt_finalize(struct cm_transport *t)
 	/* From here on the MPI thread alone touches the connections. */
 	cmt_coalesce_stop(s);
 	int rc = s->dead ? -1 : 0;
+	/* Output merely queued (events after the last frame: a 1-rank job's
+	 * MPI_Test outcomes) waits for a frame that will not come: progress
+	 * writes only to full sockets. */
+	for (int i = 0; i < s->ncms && rc == 0; i++)
+		if (cm_conn_pending_output(s->cms[i]) && cm_conn_alive(s->cms[i]) &&
+		    !s->cms[i]->wblocked && cm_conn_flush(s->cms[i]) < 0) {
+			cmt_check_lost(s);
+			rc = -1;
+		}
 	if (rc == 0)
 		rc = cm_wait_until(t, s->rank, no_output, CM_FLUSH_TIMEOUT_MS,
 		                   "messages still unsent");
@@ -550,6 +559,12 @@ static int locked_event(struct cm_transport *t, uint32_t kind, void *value, size
 	return leave(s, cmt_event(t, kind, value, len, replayed));
 }
 
+static int locked_event_peek(struct cm_transport *t, uint32_t *kind)
+{
+	struct cmt *s = enter(t);
+	return leave(s, cmt_event_peek(t, kind));
+}
+
 static int locked_cancel(struct cm_transport *t, struct cm_req *req, int *cancelled)
 {
 	struct cmt *s = enter(t);
@@ -579,6 +594,7 @@ void cm_transport_cm(struct cm_transport *t)
 	                           .progress = locked_progress,
 	                           .finalize = cmt_finalize,
 	                           .event = locked_event,
+	                           .event_peek = locked_event_peek,
 	                           .cancel = locked_cancel,
 	                           .snapshot = locked_snapshot,
 	                           .ckpt_committed = locked_ckpt_committed};

@@ -121,6 +121,7 @@ int cmt_on_event_ack(struct cm_conn *c, struct cmt *s, const struct cm_header *h
 /* The pessimistic condition before a frame to another CM than home. */
 int cmt_events_settle(struct cm_transport *t);
 int cmt_event(struct cm_transport *t, uint32_t kind, void *value, size_t len, int *replayed);
+int cmt_event_peek(struct cm_transport *t, uint32_t *kind);
 int cmt_fetch_events(struct cm_transport *t, long long deadline);
 int cmt_snapshot(struct cm_transport *t, struct cm_resume *out);
 void cmt_ckpt_committed(struct cm_transport *t, const struct cm_resume *state);

@@ -66,6 +66,19 @@ int cmt_events_settle(struct cm_transport *t)
 	return 0;
 }
 
+int cmt_event_peek(struct cm_transport *t, uint32_t *kind)
+{
+	struct cmt *s = t->state;
+	if (s == NULL)
+		return 0;
+	uint64_t idx = s->ev_next;
+	if (idx >= s->replay_base && idx - s->replay_base < s->nreplay) {
+		*kind = s->replay[idx - s->replay_base].kind;
+		return 1;
+	}
+	return 0;
+}
+
 int cmt_event(struct cm_transport *t, uint32_t kind, void *value, size_t len, int *replayed)
 {
 	struct cmt *s = t->state;

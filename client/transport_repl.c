@@ -451,5 +451,6 @@ void cm_transport_repl(struct cm_transport *t)
 	                           .progress = repl_progress,
 	                           .finalize = repl_finalize,
 	                           .event = repl_event,
+	                           .event_peek = repl_event_peek,
 	                           .cancel = repl_cancel};
 }

@@ -173,6 +173,7 @@ void repl_prepare_reads(struct repl *s, struct cm_conn *c);
 /* The transport's isend and event hooks (struct cm_transport). */
 int repl_isend(struct cm_transport *t, struct cm_req *req);
 int repl_event(struct cm_transport *t, uint32_t kind, void *value, size_t len, int *replayed);
+int repl_event_peek(struct cm_transport *t, uint32_t *kind);
 /* A record for a len-byte message (data to be filled), zeroed otherwise. */
 struct rrec *repl_record_new(struct repl *s, size_t len);
 void repl_record_free(struct repl *s, struct rrec *r);

@@ -509,6 +509,16 @@ int repl_isend(struct cm_transport *t, struct cm_req *req)
 
 /* A nondeterministic value (MPI_Wtime): the master's own, sent to its
  * replicas; a non-master waits for the master's and uses it. */
+int repl_event_peek(struct cm_transport *t, uint32_t *kind)
+{
+	struct repl *s = t->state;
+	if (s->events_used < s->nevents) {
+		*kind = s->events[s->events_used].kind;
+		return 1;
+	}
+	return repl_is_master(s) ? 0 : -1;
+}
+
 int repl_event(struct cm_transport *t, uint32_t kind, void *value, size_t len, int *replayed)
 {
 	struct repl *s = t->state;

@@ -98,10 +98,11 @@ static void usage(FILE *out)
 	    "                       K, M, G, KiB, MiB, GiB; at least %d)\n"
 	    "  --log-mem BYTES      bound on the memory of message payloads: the log,\n"
 	    "                       output queues, replay reads (default 1GiB, or a\n"
-	    "                       quarter of physical memory if less). Past half of it\n"
-	    "                       delivered payloads go to the spill store (and come back\n"
-	    "                       when a restarted rank is replayed); at the bound the\n"
-	    "                       CM stops reading from senders until memory is free\n"
+	    "                       quarter of physical memory if less). Past an eighth of\n"
+	    "                       it delivered payloads go to the spill store (and come\n"
+	    "                       back when a restarted rank is replayed), past three\n"
+	    "                       quarters undelivered ones too; at the bound the CM\n"
+	    "                       stops reading from senders until memory is free\n"
 	    "  --spill-dir DIR      where the spill store's segment files go (default: a\n"
 	    "                       new directory under $TMPDIR); its files are unlinked\n"
 	    "                       as soon as they are open: nothing outlives the CM\n"
@@ -119,6 +120,7 @@ static void usage(FILE *out)
 	    "                       FILE; the environment variable %s takes precedence\n"
 	    "  -v, --verbose        report connections and errors; twice for debug output\n"
 	    "  -h, --help           show this help and exit\n"
+	    "      --version        print cmserver's version and exit\n"
 	    "\n"
 	    "The job secret comes from %s, else from --secret-file; without\n"
 	    "either cmserver refuses to start. SIGTERM or SIGINT stop it cleanly (exit 0).\n"
@@ -206,7 +208,8 @@ int main(int argc, char **argv)
 		OPT_NO_SPILL,
 		OPT_CUT_THROUGH,
 		OPT_WORLD_SIZE,
-		OPT_SECRET
+		OPT_SECRET,
+		OPT_VERSION
 	};
 	static const struct option longopts[] = {
 	    {"mode", required_argument, NULL, OPT_MODE},
@@ -224,6 +227,7 @@ int main(int argc, char **argv)
 	    {"secret-file", required_argument, NULL, OPT_SECRET},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, OPT_VERSION},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *threads_text = NULL, *threads_from = "--threads";
@@ -295,6 +299,9 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
+			return 0;
+		case OPT_VERSION:
+			printf("cmserver (chanmem) %s\n", PACKAGE_VERSION);
 			return 0;
 		case ':':
 			bad_usage("option '%s' needs a value", argv[optind - 1]);

@@ -1,6 +1,7 @@
 /* cmrun's stdin goes to rank 0 (as with mpirun); the other ranks read
  * /dev/null. Ranks live in their own process groups, so rank 0 cannot read
- * the terminal itself: cmrun relays it through a pipe. */
+ * the terminal itself: cmrun relays it through a pipe. What it relayed is
+ * kept: a restarted rank 0 reads it again from the start (input.c). */
 #ifndef CMRUN_INPUT_H
 #define CMRUN_INPUT_H
 
@@ -16,7 +17,13 @@ int input_start(struct ev_loop *loop, bool hold);
  * (a remote rank 0 reads the job secret first). */
 void input_release(const char *first_line);
 
-/* Stops relaying (rank 0 is gone or the job is over). */
+/* For a new incarnation of rank 0: the read end of a new pipe, fed from
+ * the first byte of the input (the old pipe is closed), or -1. hold: as for
+ * input_start. */
+int input_rewind(bool hold);
+
+/* Stops relaying (rank 0 is gone or the job is over); input_rewind
+ * starts again for a restarted rank 0. */
 void input_stop(void);
 
 #endif

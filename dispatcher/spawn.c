@@ -370,6 +370,14 @@ int spawn_rank(struct job *job, struct rank_proc *r)
 			return -1;
 		}
 	}
+	/* A restarted rank 0 reads cmrun's input again from its first byte
+	 * (input.c); the first incarnation's pipe comes from job_start. */
+	bool rewound = false;
+	if (r->rank == 0 && r->incarnation > 0 && job->opts->transport == CMRUN_TRANSPORT_CM &&
+	    job->rank0_stdin < 0) {
+		job->rank0_stdin = input_rewind(r->remote);
+		rewound = job->rank0_stdin >= 0;
+	}
 	pid_t pid;
 	if (r->remote) {
 		pid = spawn_rank_remote(job, r, rank_var, incarnation_var, out[1], err[1], why,
@@ -406,6 +414,10 @@ int spawn_rank(struct job *job, struct rank_proc *r)
 spawned:
 	close(out[1]);
 	close(err[1]);
+	if (rewound) {
+		close(job->rank0_stdin); /* the rank holds it now */
+		job->rank0_stdin = -1;
+	}
 	if (pid < 0) {
 		output_message("error: rank %d: %s", r->rank, why);
 		close(out[0]);

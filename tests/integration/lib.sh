@@ -9,6 +9,7 @@
 #                         and only checked loosely)
 #   ITEST_ONLY="a b"      run only the jobs with these names
 #   ITEST_KEEP=1          keep the work directory (outputs of every job) for inspection
+#   ITEST_STDIN=FILE      the job's stdin (default /dev/null)
 #   CHANMEM_TEST_MODE=M   add --mode M to every cmrun job over the cm transport (jobs that
 #                         choose a mode or --transport direct are left alone); the thread
 #                         count of multiplexer/specialized comes from CHANMEM_CM_THREADS,
@@ -148,7 +149,7 @@ itest_run() {
 	# setsid: the job gets its own session (our background child is no group
 	# leader, so setsid does not fork and the session id is $!).
 	CHANMEM_ITEST_MARK=$mark setsid -w timeout -k 10 "$ITEST_OUTER_TIMEOUT" "${cmd[@]}" \
-		</dev/null >"$itest_work/$name.out" 2>"$itest_work/$name.err" &
+		<"${ITEST_STDIN:-/dev/null}" >"$itest_work/$name.out" 2>"$itest_work/$name.err" &
 	local sid=$!
 	wait "$sid"
 	itest_rc=$?

@@ -184,6 +184,68 @@ static void diverge_send(void)
 	MPI_Send(&x, 1, MPI_INT, 1, 0, MPI_COMM_WORLD); /* two polls early */
 }
 
+/* A checkpoint image cuts the event log where the snapshot is taken:
+ * failed polls counted before it must be logged below that cut. */
+static int snapshots, logged_at_snapshot;
+
+static int counting_snapshot(struct cm_transport *t, struct cm_resume *out)
+{
+	(void)t;
+	snapshots++;
+	logged_at_snapshot = nlogged;
+	*out = (struct cm_resume){0};
+	return 0;
+}
+
+START_TEST(snapshot_logs_pending_misses)
+{
+	int v = 0, flag, x = 7;
+	MPI_Request rq;
+	init_logging();
+	cm_mpi.transport.snapshot = counting_snapshot;
+	MPI_Irecv(&v, 1, MPI_INT, 1, 5, MPI_COMM_WORLD, &rq);
+	fake_inject(1, 5, CTX_WORLD, &x, sizeof x, 3);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(MPI_Test(&rq, &flag, MPI_STATUS_IGNORE), MPI_SUCCESS);
+		ck_assert_int_eq(flag, 0);
+	}
+	ck_assert_int_eq(MPI_Wait(&rq, MPI_STATUS_IGNORE), MPI_SUCCESS);
+	ck_assert_int_eq(nlogged, 1); /* one failed poll still only counted */
+	struct cm_resume r;
+	ck_assert_int_eq(cm_mpi.transport.snapshot(&cm_mpi.transport, &r), 0);
+	ck_assert_int_eq(snapshots, 1);
+	ck_assert_int_eq(logged_at_snapshot, 2);
+	ck_assert(logged[1] == rec(0, 0, 1, 0));
+	MPI_Finalize();
+}
+END_TEST
+
+/* A rank replaying inside a logged outcome (a failed poll still owed)
+ * takes no image there: a restored rank could not owe it. */
+START_TEST(snapshot_waits_inside_a_record)
+{
+	int v = 0, flag, x = 7;
+	MPI_Request rq;
+	init_logging();
+	cm_mpi.transport.snapshot = counting_snapshot;
+	script[nscript++] = rec(CM_ND_TEST, 0, 2, 0);
+	MPI_Irecv(&v, 1, MPI_INT, 1, 5, MPI_COMM_WORLD, &rq);
+	fake_inject(1, 5, CTX_WORLD, &x, sizeof x, 0);
+	ck_assert_int_eq(MPI_Test(&rq, &flag, MPI_STATUS_IGNORE), MPI_SUCCESS);
+	ck_assert_int_eq(flag, 0); /* logged: not complete, twice */
+	struct cm_resume r;
+	ck_assert_int_eq(cm_mpi.transport.snapshot(&cm_mpi.transport, &r), 2);
+	ck_assert_int_eq(snapshots, 0);
+	ck_assert_int_eq(MPI_Test(&rq, &flag, MPI_STATUS_IGNORE), MPI_SUCCESS);
+	ck_assert_int_eq(flag, 0);
+	ck_assert_int_eq(MPI_Test(&rq, &flag, MPI_STATUS_IGNORE), MPI_SUCCESS);
+	ck_assert_int_eq(flag, 1);
+	ck_assert_int_eq(cm_mpi.transport.snapshot(&cm_mpi.transport, &r), 0);
+	ck_assert_int_eq(snapshots, 1);
+	MPI_Finalize();
+}
+END_TEST
+
 START_TEST(divergence_aborts)
 {
 	char err[1024];
@@ -209,6 +271,8 @@ int main(void)
 	tcase_add_test(tc, follow_imposes_misses_and_index);
 	tcase_add_test(tc, follow_sets);
 	tcase_add_test(tc, divergence_aborts);
+	tcase_add_test(tc, snapshot_logs_pending_misses);
+	tcase_add_test(tc, snapshot_waits_inside_a_record);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
