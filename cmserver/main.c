@@ -415,7 +415,10 @@ int main(int argc, char **argv)
 	}
 	int status = engine->run(&opts, &ls);
 	/* The store drops its queue (the job is over) and releases those
-	 * buffers into the log memory, which goes last. */
+	 * buffers into the log memory, which goes last. Closing its files
+	 * frees their disk space, seconds for a long log: said first. */
+	if (spill)
+		cm_monitor_stopping(opts.monitor);
 	cm_spill_store_close(spill);
 	cm_logmem_log_summary(mem);
 	cm_logmem_free(mem);

@@ -153,6 +153,13 @@ static void report_line(struct cm_monitor *m, const char *line, size_t len)
 	pthread_mutex_unlock(&m->mu);
 }
 
+void cm_monitor_stopping(struct cm_monitor *m)
+{
+	static const char line[] = "stopping\n";
+	if (m)
+		report_line(m, line, sizeof line - 1);
+}
+
 void cm_monitor_rank_lost(void *ctx, int rank, uint32_t incarnation)
 {
 	struct cm_monitor *m = ctx;

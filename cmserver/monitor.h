@@ -39,5 +39,9 @@ void cm_monitor_detach(struct cm_monitor *m);
 /* The core's rank_lost hook (ctx is the monitor). Called with GLOBAL held:
  * must not block for long nor call into the core. */
 void cm_monitor_rank_lost(void *ctx, int rank, uint32_t incarnation);
+/* "stopping": the CM served its last connection and is freeing its spill
+ * store, which the kernel does at about 4-5 GB/s (a log of tens of GB
+ * takes seconds): the dispatcher should not take it for hung. */
+void cm_monitor_stopping(struct cm_monitor *m);
 
 #endif

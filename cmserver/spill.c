@@ -336,6 +336,8 @@ static int write_file(struct cm_spill_store *st, uint32_t which, struct pending 
 		if (n > 0 && write_all(f, iov, n, off, bytes) < 0)
 			return -1;
 		st->bytes_written += bytes;
+		if (__atomic_load_n(&st->stop, __ATOMIC_RELAXED))
+			return 0; /* closing: the rest of the batch is dropped unwritten */
 	}
 	return 0;
 }
@@ -649,7 +651,7 @@ void cm_spill_store_close(struct cm_spill_store *st)
 	if (st == NULL)
 		return;
 	pthread_mutex_lock(&st->mu);
-	st->stop = true;
+	__atomic_store_n(&st->stop, true, __ATOMIC_RELAXED);
 	pthread_cond_signal(&st->cond);
 	pthread_mutex_unlock(&st->mu);
 	pthread_join(st->writer, NULL);

@@ -154,6 +154,10 @@ static void report_line(struct job *job, struct cm_proc *cm, const char *line)
 		job_cm_ready(job, cm, line + sizeof listening - 1);
 		return;
 	}
+	if (strcmp(line, "stopping") == 0) {
+		cm->stopping = true;
+		return;
+	}
 	/* A third number (events replayed) came later: both forms are read. */
 	unsigned long long events = 0;
 	int n = sscanf(line, "stats %llu %llu %llu %c", &bytes, &replayed, &events, &extra);

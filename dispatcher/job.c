@@ -61,6 +61,19 @@ void job_stop(struct job *job, int status)
 	job_fail(job, status);
 }
 
+/* Everything still running is a CM that said it is stopping. */
+static bool only_stopping_cms_left(struct job *job)
+{
+	int stopping = 0;
+	for (int i = 0; i < job->ncms; i++)
+		if (job->cms[i].state == PROC_RUNNING) {
+			if (!job->cms[i].stopping)
+				return false;
+			stopping++;
+		}
+	return stopping > 0 && stopping == count_running(job);
+}
+
 /* A bounded phase ran out of time. */
 static void on_phase_timer(struct ev_loop *loop, ev_timer *w, int revents)
 {
@@ -77,6 +90,13 @@ static void on_phase_timer(struct ev_loop *loop, ev_timer *w, int revents)
 		break;
 	case PHASE_STOP:
 	case PHASE_STOP_CMS:
+		if (!job->escalated && only_stopping_cms_left(job) &&
+		    job->exit_waits++ < CMRUN_CM_EXIT_WAITS) {
+			/* A CM freeing a long log's disk space is exiting, not
+			 * hung (SIGKILL would not make it go any faster). */
+			arm_phase_timer(job, CMRUN_KILL_GRACE);
+			break;
+		}
 		if (!job->escalated) {
 			output_verbose(
 			    "processes still running %.0f s after SIGTERM: sending SIGKILL",

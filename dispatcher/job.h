@@ -114,7 +114,8 @@ struct cm_proc {
 	char report_buf[256];
 	size_t report_len;
 	unsigned long long log_bytes, replayed, events_replayed;
-	bool died; /* exited during the run on its own (the job's first error) */
+	bool died;     /* exited during the run on its own (the job's first error) */
+	bool stopping; /* said "stopping": freeing its spill store, not hung */
 };
 
 enum job_phase {
@@ -155,6 +156,7 @@ struct job {
 	bool failed;
 	int exit_status;
 	bool escalated;                    /* SIGKILL already sent in this phase */
+	int exit_waits;                    /* grace periods given to stopping CMs */
 	int drain_ticks;                   /* phase_timer expiries while draining */
 	bool abandon_output;               /* exit without waiting for the writers */
 	unsigned long long flush_progress; /* output_bytes_written() at the last check */
@@ -218,6 +220,9 @@ struct job {
 /* Bounds of the phases (seconds). */
 #define CMRUN_CM_START_TIMEOUT 10.0
 #define CMRUN_KILL_GRACE 2.0
+/* Grace periods a CM that said "stopping" gets before SIGKILL (it frees its
+ * spill store's disk space, a second or so per 4 GB on this machine). */
+#define CMRUN_CM_EXIT_WAITS 30
 #define CMRUN_DRAIN_GRACE 2.0
 #define CMRUN_DRAIN_TICKS_MAX 4 /* DRAIN_GRACE periods before giving up on leftovers */
 
