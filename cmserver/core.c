@@ -1,6 +1,12 @@
-/* The protocol core: the core object, output emission, and the dispatch of
- * complete frames (MSG, RECV_REQ, PROBE, EVENT, BYE). Sessions and HELLO are
- * in session.c, frame assembly in input.c, logs and matching in msglog.c. */
+/* The protocol core's top layer: the core object and the dispatch of
+ * complete frames (MSG, RECV_REQ, PROBE, CANCEL, EVENT, TRIM, BYE). It calls
+ * down into the layers below and nothing calls back up into it:
+ *   session.c  sessions' HELLO and close        input.c  frame assembly
+ *   msgrec.c   replay, cancel, collection       cut.c    cut-through
+ *   msglog.c   logs and matching
+ *   record.c   the delivery record, spilled payloads
+ *   emit.c     buffers, output queues, sessions' lifetime, emission
+ *   logmem.c   the log's memory */
 #include "config.h"
 
 #include "core_impl.h"
@@ -65,135 +71,7 @@ uint32_t cm_core_world_size(const struct cm_core *core)
 
 /* ---- log entries ---- */
 
-struct cm_entry *cm_entry_new(struct cm_core *core, const struct cm_header *h)
-{
-	struct cm_entry *e = calloc(1, sizeof *e);
-	if (e == NULL)
-		return NULL;
-	if (h->len > 0) {
-		e->payload = cm_buf_new(core->cfg.mem, h->len);
-		if (e->payload == NULL) {
-			free(e);
-			return NULL;
-		}
-	}
-	e->clock = h->clock;
-	e->src = h->src;
-	e->dst = h->dst;
-	e->tag = h->tag;
-	e->ctx = h->ctx;
-	e->len = h->len;
-	e->flags = h->flags;
-	return e;
-}
-
-void cm_entry_free(struct cm_entry *e)
-{
-	if (e == NULL)
-		return;
-	cm_buf_unref(e->payload);
-	if (e->sync_sess)
-		cm_session_release(e->sync_sess);
-	free(e);
-}
-
 /* ---- sessions ---- */
-
-void cm_core_emit(struct cm_session *to, const struct cm_out_item *item)
-{
-	struct cm_core_hooks *hk = &to->core->cfg.hooks;
-	if (hk->out_lock)
-		hk->out_lock(hk->ctx, to);
-	if (sess_state(to) == CM_S_GONE) {
-		/* The connection is gone: the frame has nowhere to go. */
-		cm_buf_unref(item->ref);
-	} else {
-		bool was_empty = to->out.count == 0;
-		if (!cm_outq_push(&to->out, item)) {
-			cm_err("out of memory queueing a %s frame; closing the connection",
-			       cm_type_str(item->head[1]));
-			sess_begin_closing(to);
-			was_empty = true;
-		}
-		if (was_empty && hk->wake)
-			hk->wake(hk->ctx, to);
-	}
-	if (hk->out_unlock)
-		hk->out_unlock(hk->ctx, to);
-}
-
-void cm_core_emit_header(struct cm_session *to, const struct cm_header *h)
-{
-	struct cm_out_item it;
-	cm_header_encode(h, it.head);
-	it.head_len = CM_HEADER_SIZE;
-	it.body_len = 0;
-	it.body = NULL;
-	it.ref = NULL;
-	cm_core_emit(to, &it);
-}
-
-int cm_session_out_iov(struct cm_session *s, struct iovec *iov, int max)
-{
-	int n = cm_outq_iov(&s->out, iov, max);
-	struct cm_buf *b;
-	if (n == 0 && (b = cm_outq_blocked(&s->out)) != NULL) {
-		/* Cut-through: the next byte has not arrived. Park (the filling
-		 * reader wakes us), then look again: it may have moved the
-		 * watermark before it could see the flag. */
-		__atomic_store_n(&b->parked, 1, __ATOMIC_SEQ_CST);
-		n = cm_outq_iov(&s->out, iov, max);
-	}
-	return n;
-}
-
-void cm_session_out_consumed(struct cm_session *s, size_t n)
-{
-	cm_outq_consumed(&s->out, n);
-}
-
-size_t cm_session_out_pending(const struct cm_session *s)
-{
-	return s->out.pending;
-}
-
-void cm_session_fail(struct cm_session *s, enum cm_err code, const char *fmt, ...)
-{
-	if (!sess_begin_closing(s))
-		return;
-	char text[CM_ERROR_TEXT_MAX + 1];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(text, sizeof text, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		n = 0;
-	if (n > CM_ERROR_TEXT_MAX)
-		n = CM_ERROR_TEXT_MAX;
-
-	int32_t rank = __atomic_load_n(&s->rank, __ATOMIC_RELAXED);
-	if (rank >= 0)
-		cm_info("rank %d: refused: %s (%s)", (int)rank, text, cm_err_str(code));
-	else
-		cm_info("connection refused: %s (%s)", text, cm_err_str(code));
-	CM_STAT_ADD(s->core, frames_refused, 1);
-
-	struct cm_out_item it;
-	it.ref = cm_buf_new(s->core->cfg.mem, (uint32_t)n);
-	if (it.ref)
-		memcpy(it.ref->data, text, (size_t)n);
-	else
-		n = 0; /* out of memory: the code alone still says why */
-	struct cm_header h = {.type = CM_T_ERROR, .tag = (int32_t)code, .len = (uint32_t)n};
-	cm_header_encode(&h, it.head);
-	it.head_len = CM_HEADER_SIZE;
-	it.body_len = (uint32_t)n;
-	it.body = it.ref ? it.ref->data : NULL;
-	/* The session stops reading; what it already queued goes out first.
-	 * The engine learns it must close from the wake of this push, or
-	 * from cm_session_closing once the earlier output is written. */
-	cm_core_emit(s, &it);
-}
 
 /* ---- dispatch ---- */
 

@@ -1,6 +1,5 @@
-/* Private structures of the protocol core, shared by core.c (dispatch and
- * sessions), input.c (frame assembly), outq.c (output queues) and log.c
- * (per-destination logs and matching). Engines use core.h only. */
+/* Private structures of the protocol core, shared by its layers (core.c
+ * names them, top to bottom). Engines use core.h only. */
 #ifndef CHANMEM_CORE_IMPL_H
 #define CHANMEM_CORE_IMPL_H
 
@@ -353,12 +352,14 @@ void cm_session_fail(struct cm_session *s, enum cm_err code, const char *fmt, ..
 struct cm_entry *cm_entry_new(struct cm_core *core, const struct cm_header *h);
 void cm_entry_free(struct cm_entry *e);
 
-/* cut.c: cut-through forwarding. */
+/* emit.c: the waiters of a partial payload. */
 /* A DELIVER of partial buffer b is queued on s: s's writer is woken when
  * the watermark moves. DEST(dst). false: out of memory. */
 bool cm_cut_watch(struct cm_buf *b, struct cm_session *s);
 /* Releases the waiters of b (b complete, or being freed). */
 void cm_cut_waiters_free(struct cm_buf *b);
+
+/* cut.c: cut-through forwarding. */
 /* Reader side: n payload bytes were stored in s->fill at fill_got. */
 void cm_cut_advance(struct cm_session *s, uint32_t n);
 /* Copies (or, resuming, compares) up to n bytes from p into the fill;

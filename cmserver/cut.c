@@ -5,7 +5,7 @@
  * reference to the entry's payload buffer. The connection keeps filling
  * that same buffer (s->fill) straight from the socket and advances the
  * buffer's watermark (cm_buf.filled) after each read; writers never expose
- * a body byte past it and never write a later frame before it (outq.c).
+ * a body byte past it and never write a later frame before it (emit.c).
  * The payload is written once, into the log, and forwarded from there.
  *
  * Waking. A writer whose next byte is not there yet sets buf->parked and
@@ -33,38 +33,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-bool cm_cut_watch(struct cm_buf *b, struct cm_session *s)
-{
-	struct cm_cut_waiters *w = b->waiters;
-	for (uint32_t i = 0; w && i < w->n; i++)
-		if (w->sess[i] == s)
-			return true;
-	if (w == NULL || w->n == w->cap) {
-		uint32_t cap = w ? 2 * w->cap : 2;
-		struct cm_cut_waiters *g = realloc(w, sizeof *g + cap * sizeof g->sess[0]);
-		if (g == NULL)
-			return false;
-		if (w == NULL)
-			g->n = 0;
-		g->cap = cap;
-		b->waiters = w = g;
-	}
-	cm_session_ref(s);
-	w->sess[w->n++] = s;
-	return true;
-}
-
-void cm_cut_waiters_free(struct cm_buf *b)
-{
-	struct cm_cut_waiters *w = b->waiters;
-	if (w == NULL)
-		return;
-	b->waiters = NULL;
-	for (uint32_t i = 0; i < w->n; i++)
-		cm_session_release(w->sess[i]);
-	free(w);
-}
 
 void cm_cut_advance(struct cm_session *s, uint32_t n)
 {

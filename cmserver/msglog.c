@@ -11,7 +11,8 @@
  *  - a new message finds the earliest request that accepts it among the heads
  *    of four lists (the four keys it matches).
  * Everything is O(1) per operation: no scan of the log, whatever its length
- * and whatever the posting order. */
+ * and whatever the posting order. Below replay (msgrec.c); above the
+ * delivery record (record.c) and emission (emit.c). */
 #include "config.h"
 
 #include "core_impl.h"
@@ -294,32 +295,6 @@ uint64_t cm_entry_cost(const struct cm_entry *e)
 	return sizeof *e + (e->spilled ? 0 : e->len);
 }
 
-void cm_emit_deliver(const struct cm_entry *e, struct cm_session *to, uint64_t req_id)
-{
-	struct cm_out_item it;
-	struct cm_header h = {.type = CM_T_DELIVER,
-	                      .src = e->src,
-	                      .dst = e->dst,
-	                      .tag = e->tag,
-	                      .ctx = e->ctx,
-	                      .len = e->len,
-	                      .clock = req_id};
-	cm_header_encode(&h, it.head);
-	it.head_len = CM_HEADER_SIZE;
-	it.body_len = e->len;
-	it.body = e->payload ? e->payload->data : NULL;
-	it.ref = e->payload;
-	if (it.ref)
-		cm_buf_ref(it.ref);
-	if (cm_buf_partial(e->payload) && !cm_cut_watch(e->payload, to)) {
-		/* Its writer could never be woken: better refused than stuck. */
-		cm_buf_unref(it.ref);
-		cm_session_fail(to, CM_E_LENGTH, "out of memory forwarding a message");
-		return;
-	}
-	cm_core_emit(to, &it);
-}
-
 static void deliver(struct cm_core *core, struct cm_entry *e, struct cm_session *to,
                     uint64_t req_id)
 {
@@ -351,27 +326,6 @@ static void deliver(struct cm_core *core, struct cm_entry *e, struct cm_session 
 	    __atomic_add_fetch(&core->delivered_kept, cm_entry_cost(e), __ATOMIC_RELAXED);
 	CM_STAT_ADD(core, msgs_delivered, 1);
 	CM_STAT_SET(core, log_bytes_delivered_kept, kept);
-}
-
-void cm_emit_probe_reply(struct cm_session *to, uint64_t probe_id, uint32_t ctx, int32_t src,
-                         int32_t tag, uint32_t len)
-{
-	struct cm_out_item it;
-	struct cm_header h = {.type = CM_T_PROBE_REPLY,
-	                      .flags = src >= 0 ? CM_F_FOUND : 0,
-	                      .src = src,
-	                      .dst = cm_session_rank(to),
-	                      .tag = tag,
-	                      .ctx = ctx,
-	                      .len = CM_PROBE_REPLY_PAYLOAD,
-	                      .clock = probe_id};
-	cm_header_encode(&h, it.head);
-	cm_put_u64(it.head + CM_HEADER_SIZE, len);
-	it.head_len = CM_HEADER_SIZE + CM_PROBE_REPLY_PAYLOAD;
-	it.body_len = 0;
-	it.body = NULL;
-	it.ref = NULL;
-	cm_core_emit(to, &it);
 }
 
 /* Answers probe_id with e (or nothing found) and records the answer, so a

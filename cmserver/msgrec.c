@@ -1,51 +1,13 @@
-/* The delivery record and what builds on it (DEST domain, see core.h):
- * what a rank was told for each request id, the replay of a re-executed
- * rank's requests from it, MPI_Cancel of a receive, and the garbage
- * collection a committed checkpoint allows. Matching itself is in
- * msglog.c. */
+/* What builds on the delivery record (record.c; DEST domain, see core.h):
+ * the replay of a re-executed rank's requests from it, MPI_Cancel of a
+ * receive, re-sent synchronous messages, and the garbage collection a
+ * committed checkpoint allows. Above matching (msglog.c). */
 #include "config.h"
 
 #include "core_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- the delivery record (fault tolerance) ---- */
-
-/* Slot for request id, growing the record; NULL when the id is too far past
- * the record or memory is short (the answer then goes unrecorded and a
- * replay of it fails cleanly rather than inventing an answer). */
-struct cm_rec *cm_rec_slot(struct cm_dest *d, uint64_t id)
-{
-	if (id < d->recs_base)
-		return NULL; /* below a checkpoint's cut: nobody asks for it again */
-	uint64_t slot = id - d->recs_base;
-	if (slot >= d->recs_cap) {
-		uint64_t posted = __atomic_load_n(&d->posted, __ATOMIC_RELAXED);
-		if (id >= d->nrecs &&
-		    (id - d->nrecs > CM_REC_MAX_GAP || id > 2 * posted + CM_REC_SLACK))
-			return NULL;
-		uint64_t cap = d->recs_cap ? d->recs_cap : 64;
-		while (cap <= slot)
-			cap *= 2;
-		struct cm_rec *r = realloc(d->recs, (size_t)cap * sizeof *r);
-		if (r == NULL)
-			return NULL;
-		memset(r + d->recs_cap, 0, (size_t)(cap - d->recs_cap) * sizeof *r);
-		d->recs = r;
-		d->recs_cap = cap;
-	}
-	if (id >= d->nrecs)
-		d->nrecs = id + 1;
-	return &d->recs[slot];
-}
-
-const struct cm_rec *cm_rec_find(const struct cm_dest *d, uint64_t id)
-{
-	if (id < d->recs_base || id >= d->nrecs || d->recs[id - d->recs_base].kind == CM_REC_NONE)
-		return NULL;
-	return &d->recs[id - d->recs_base];
-}
 
 /* ---- replay (fault tolerance) ---- */
 
@@ -54,48 +16,6 @@ static bool accepts(int32_t want_src, int32_t want_tag, uint32_t want_ctx, int32
 {
 	return (want_src == CM_ANY_SOURCE || want_src == src) &&
 	       (want_tag == CM_ANY_TAG || want_tag == tag) && want_ctx == ctx;
-}
-
-/* ---- the spill store (--log-mem) ---- */
-
-bool cm_spill_entry(struct cm_core *core, struct cm_entry *e)
-{
-	const struct cm_spill_ops *sp = core->cfg.spill;
-	if (sp == NULL)
-		return false;
-	if (e->len > 0 &&
-	    (sp->put_buf
-	         ? sp->put_buf(core->cfg.spill_ctx, e->dst, e->seq, e->payload)
-	         : sp->put(core->cfg.spill_ctx, e->dst, e->seq, e->payload->data, e->len)) < 0)
-		return false;
-	cm_buf_unref(e->payload);
-	e->payload = NULL;
-	e->spilled = true;
-	CM_STAT_ADD(core, log_bytes_spilled, e->len);
-	if (e->in_log)
-		CM_STAT_SUB(core, log_bytes_held, e->len);
-	return true;
-}
-
-bool cm_emit_entry(struct cm_core *core, struct cm_entry *e, struct cm_session *to, uint64_t req_id)
-{
-	if (!e->spilled || e->len == 0) {
-		cm_emit_deliver(e, to, req_id);
-		return true;
-	}
-	/* Its payload back from the store into a buffer the output queue
-	 * holds until written; the entry stays without. */
-	struct cm_buf *b = cm_buf_new(core->cfg.mem, e->len);
-	if (b == NULL ||
-	    core->cfg.spill->get(core->cfg.spill_ctx, e->dst, e->seq, b->data, e->len) < 0) {
-		cm_buf_unref(b);
-		return false;
-	}
-	e->payload = b;
-	cm_emit_deliver(e, to, req_id);
-	e->payload = NULL;
-	cm_buf_unref(b);
-	return true;
 }
 
 enum cm_replay cm_dest_replay(struct cm_core *core, struct cm_dest *d, struct cm_session *s,

@@ -1,7 +1,7 @@
-/* Sessions of the protocol core: their lifetime, and who holds a rank's
+/* Sessions of the protocol core: their creation, and who holds a rank's
  * slot -- the HELLO that authenticates a connection, a newer incarnation
  * waiting for the old one's connection to end, and the close that admits
- * it. */
+ * it. Their lifetime (references, release) is in emit.c. */
 #include "config.h"
 
 #include "core_impl.h"
@@ -32,46 +32,9 @@ struct cm_session *cm_session_new(struct cm_core *core, void *engine_data)
 	return s;
 }
 
-void *cm_session_engine_data(const struct cm_session *s)
-{
-	return s->engine_data;
-}
-
-void cm_session_ref(struct cm_session *s)
-{
-	__atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
-}
-
-void cm_session_release(struct cm_session *s)
-{
-	if (s == NULL || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) != 0)
-		return;
-	cm_entry_free(s->in_entry);
-	cm_buf_unref(s->fill);
-	cm_outq_free(&s->out);
-	free(s->scratch);
-	free(s->in);
-	free(s);
-}
-
-int cm_session_closing(const struct cm_session *s)
-{
-	return sess_state(s) == CM_S_CLOSING;
-}
-
 int cm_session_authenticated(const struct cm_session *s)
 {
 	return __atomic_load_n(&s->authed, __ATOMIC_RELAXED);
-}
-
-int cm_session_rank(const struct cm_session *s)
-{
-	return s->rank;
-}
-
-int cm_session_said_bye(const struct cm_session *s)
-{
-	return s->said_bye;
 }
 
 /* Leaves the rank table and drops what the session was waiting for. */
