@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,11 +51,15 @@ struct out_stream {
 };
 
 /* One complete line a rank printed: what a later incarnation's lines are
- * matched against. */
+ * matched against. head hashes its first HEAD_BYTES bytes: a line
+ * re-printed with other contents usually keeps its beginning ("step 7:",
+ * " 24:    1024 bytes"), which tells it from a line the rank added. */
 struct line_rec {
 	uint64_t hash;
-	uint64_t len;
+	uint32_t len; /* at most UINT32_MAX: longer lines compare by hash */
+	uint32_t head;
 };
+#define HEAD_BYTES 16
 
 /* The lines an incarnation (and its predecessors) printed, handed from a
  * dead incarnation's source to the next one's. */
@@ -64,6 +69,16 @@ struct history {
 	bool lost;             /* past HISTORY_MAX lines: byte counting instead */
 	uint64_t partial_hash; /* an unterminated last line, already forwarded */
 	uint64_t partial_len;
+};
+
+/* Lines of a re-executed rank held at once, and their bytes. */
+#define HELD_MAX 8
+#define HELD_BYTES (4 * CARRY_MAX)
+
+struct held_line {
+	size_t off, len;
+	uint64_t hash;
+	uint32_t head;
 };
 
 struct out_source {
@@ -80,6 +95,7 @@ struct out_source {
 	/* Every line read, for a next incarnation (NULL once handed over). */
 	struct history *hist;
 	uint64_t line_hash, line_len; /* the line being read */
+	uint64_t line_head;           /* its first HEAD_BYTES, hashed so far */
 	/* Following (a re-executed rank): its lines are matched against what
 	 * its predecessors printed, prev, from line cursor on. */
 	struct history *prev;
@@ -88,12 +104,13 @@ struct out_source {
 	unsigned long long filler;     /* filler bytes still to come */
 	unsigned long long filler_acc; /* filler bytes not yet a whole old line */
 	bool filler_known;             /* the filler was announced (and may be consumed) */
-	/* A line that matched nothing, held until the next line tells whether
-	 * it was new (forwarded) or a re-printed line with other contents
-	 * (dropped, as byte counting would have). */
-	char *pending;
-	size_t pending_len;
-	uint64_t pending_hash;
+	/* Lines that matched no old line, held until a later line tells
+	 * which of them the rank added (forwarded) and which re-printed an
+	 * old line with other contents (dropped): see follow_line. */
+	struct held_line held[HELD_MAX];
+	size_t held_n;
+	char *held_buf; /* their bytes, one after the other */
+	size_t held_buf_len, held_buf_cap;
 	bool done;
 	bool waiting;
 	struct out_source *next_waiting;
@@ -342,7 +359,8 @@ static void carry_append(struct out_source *src, const char *data, size_t len)
  * did not ("resuming from step 7"). Its lines are matched one by one
  * against the lines its predecessors printed (a 64-bit hash and a length
  * per line): a line equal to the next expected one is dropped, a line
- * found nowhere is new and forwarded. The filler a restored rank writes
+ * that is not stands for the old line at its position unless what follows
+ * shows the rank added it (follow_line). The filler a restored rank writes
  * for what came before its image (ft.c, "restored") stands for as many
  * bytes of old lines. Once every old line is accounted for, the rank's
  * output flows as usual. So output stays whole lines, each printed once. */
@@ -363,7 +381,12 @@ static void history_free(struct history *h)
 	}
 }
 
-static void history_push(struct out_source *src, uint64_t hash, uint64_t len)
+static uint32_t rec_len(uint64_t len)
+{
+	return len > UINT32_MAX ? UINT32_MAX : (uint32_t)len;
+}
+
+static void history_push(struct out_source *src, uint64_t hash, uint64_t len, uint32_t head)
 {
 	struct history *h = src->hist;
 	if (h == NULL || h->lost)
@@ -382,7 +405,7 @@ static void history_push(struct out_source *src, uint64_t hash, uint64_t len)
 		h->lines = p;
 		h->cap = cap;
 	}
-	h->lines[h->n++] = (struct line_rec){hash, len};
+	h->lines[h->n++] = (struct line_rec){hash, rec_len(len), head};
 }
 
 /* Records the lines of data (forwarded as usual). */
@@ -392,9 +415,14 @@ static void history_record(struct out_source *src, const char *data, size_t len)
 		const char *nl = memchr(data, '\n', len);
 		size_t piece = nl ? (size_t)(nl - data) + 1 : len;
 		src->line_hash = fnv(src->line_len ? src->line_hash : FNV_START, data, piece);
+		if (src->line_len < HEAD_BYTES) {
+			size_t take = HEAD_BYTES - (size_t)src->line_len;
+			src->line_head = fnv(src->line_len ? src->line_head : FNV_START, data,
+			                     piece < take ? piece : take);
+		}
 		src->line_len += piece;
 		if (nl) {
-			history_push(src, src->line_hash, src->line_len);
+			history_push(src, src->line_hash, src->line_len, (uint32_t)src->line_head);
 			src->line_len = 0;
 		}
 		data += piece;
@@ -402,25 +430,16 @@ static void history_record(struct out_source *src, const char *data, size_t len)
 	}
 }
 
-static void pending_forward(struct out_source *src, struct builder *b)
-{
-	if (src->pending_len == 0)
-		return;
-	emit_text(src, b, src->pending, src->pending_len);
-	src->pending_len = 0;
-}
-
 static bool is_old(const struct out_source *src, size_t at, uint64_t hash, size_t len)
 {
 	const struct history *h = src->prev;
-	return at < h->n && h->lines[at].hash == hash && h->lines[at].len == len;
+	return at < h->n && h->lines[at].hash == hash && h->lines[at].len == rec_len(len);
 }
 
 /* Every old line accounted for: the rest of the output is new, and is
  * what the next incarnation, if any, is matched against. */
-static void stop_following(struct out_source *src, struct builder *b)
+static void stop_following(struct out_source *src)
 {
-	pending_forward(src, b);
 	src->following = false;
 	if (src->hist) {
 		history_free(src->hist);
@@ -430,7 +449,91 @@ static void stop_following(struct out_source *src, struct builder *b)
 	src->prev = NULL;
 }
 
-/* One complete line of a following source. */
+/* A line of a following source that is new. Past the old lines it is
+ * recorded, as a line a next incarnation re-prints (a line the rank adds
+ * among its old ones is not: it would shift their positions). The first
+ * line past them may re-print the dead incarnation's unterminated last
+ * line, which went out already: only its rest is new. */
+static void forward_new(struct out_source *src, struct builder *b, const char *line, size_t len)
+{
+	if (!src->following && src->hist) {
+		struct history *h = src->hist;
+		history_record(src, line, len); /* whole: as it will be re-printed */
+		if (h->partial_len && len > h->partial_len &&
+		    fnv(FNV_START, line, h->partial_len) == h->partial_hash) {
+			line += h->partial_len;
+			len -= h->partial_len;
+		}
+		h->partial_len = 0;
+	}
+	emit_text(src, b, line, len);
+}
+
+/* Resolves the first n held lines: the first `added` of them are lines
+ * the rank added and are forwarded, the others stand for the next old
+ * lines and are dropped. */
+static void held_resolve(struct out_source *src, struct builder *b, size_t n, size_t added)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (i < added)
+			emit_text(src, b, src->held_buf + src->held[i].off, src->held[i].len);
+		else
+			src->cursor++;
+	}
+	if (n == 0)
+		return;
+	size_t shift = n < src->held_n ? src->held[n].off : src->held_buf_len;
+	memmove(src->held_buf, src->held_buf + shift, src->held_buf_len - shift);
+	src->held_buf_len -= shift;
+	for (size_t i = n; i < src->held_n; i++) {
+		src->held[i - n] = src->held[i];
+		src->held[i - n].off -= shift;
+	}
+	src->held_n -= n;
+}
+
+/* Every held line out as new: past the old lines, or when matching ends. */
+static void held_flush(struct out_source *src, struct builder *b)
+{
+	for (size_t i = 0; i < src->held_n; i++)
+		forward_new(src, b, src->held_buf + src->held[i].off, src->held[i].len);
+	src->held_n = 0;
+	src->held_buf_len = 0;
+}
+
+static bool held_push(struct out_source *src, const char *line, size_t len, uint64_t hash)
+{
+	if (src->held_buf_len + len > src->held_buf_cap) {
+		size_t cap = src->held_buf_cap ? src->held_buf_cap : 256;
+		while (cap < src->held_buf_len + len)
+			cap *= 2;
+		char *p = realloc(src->held_buf, cap);
+		if (p == NULL)
+			return false;
+		src->held_buf = p;
+		src->held_buf_cap = cap;
+	}
+	memcpy(src->held_buf + src->held_buf_len, line, len);
+	uint32_t head = (uint32_t)fnv(FNV_START, line, len < HEAD_BYTES ? len : HEAD_BYTES);
+	src->held[src->held_n++] = (struct held_line){src->held_buf_len, len, hash, head};
+	src->held_buf_len += len;
+	return true;
+}
+
+/* One complete line of a following source.
+ *
+ * A re-execution prints the lines its predecessor printed, in the same
+ * order, some perhaps with other contents (a time, a value the program
+ * does not take from MPI, printed before it was logged), and a restored
+ * rank may add lines ("resuming from step 7") before them. So a line
+ * stands for the old line at its position, unless what follows shows it
+ * was added: a line that is not the next expected one is held; when a
+ * later line equals the old line j places after the cursor, the m held
+ * lines stood for j old lines, and the first m - j were added. When more
+ * lines are held than old lines remain, the first ones stand for the
+ * remaining old lines and the rest are new: a re-printed last old line
+ * with other contents followed by a new line is not mistaken for an
+ * added line (it would be printed twice). */
 static void follow_line(struct out_source *src, struct builder *b, const char *line, size_t len)
 {
 	struct history *h = src->prev;
@@ -441,47 +544,49 @@ static void follow_line(struct out_source *src, struct builder *b, const char *l
 		out.sync_hook(out.sync_arg);
 	}
 	if (len == 1 && line[0] == '\n' && src->filler > 0) {
-		pending_forward(src, b);
+		held_resolve(src, b, src->held_n, src->held_n);
 		src->filler--;
 		src->filler_acc++;
 		while (src->cursor < h->n && src->filler_acc >= h->lines[src->cursor].len)
 			src->filler_acc -= h->lines[src->cursor++].len;
-	} else if (src->pending_len && is_old(src, src->cursor + 1, hash, len)) {
-		/* The held line re-printed the old one with other contents
-		 * (a time, a value the program does not take from MPI). */
-		src->pending_len = 0;
-		src->cursor += 2;
-	} else if (is_old(src, src->cursor, hash, len)) {
-		pending_forward(src, b);
-		src->cursor++;
 	} else {
-		pending_forward(src, b);
-		if (len > CARRY_MAX) {
-			emit_text(src, b, line, len);
+		size_t m = src->held_n, j = m + 1;
+		/* Fewest added lines first: a deterministic re-execution adds
+		 * none. */
+		while (j-- > 0)
+			if (is_old(src, src->cursor + j, hash, len))
+				break;
+		if (j <= m) {
+			held_resolve(src, b, m, m - j);
+			src->cursor++;
 		} else {
-			char *p = realloc(src->pending, len);
-			if (p == NULL) {
-				emit_text(src, b, line, len);
-			} else {
-				src->pending = p;
-				memcpy(p, line, len);
-				src->pending_len = len;
-				src->pending_hash = hash;
+			if (m == HELD_MAX || src->held_buf_len + len > HELD_BYTES ||
+			    !held_push(src, line, len, hash)) {
+				/* Too much to hold: the oldest held line
+				 * stands for its old line. */
+				if (m > 0)
+					held_resolve(src, b, 1, 0);
+				if (!held_push(src, line, len, hash))
+					emit_text(src, b, line, len);
+			}
+			size_t left = h->n - src->cursor;
+			if (src->held_n > left) {
+				/* A restored rank adds its line before the old
+				 * ones: the first held line is taken for an
+				 * added one when it does not begin as the old
+				 * line does and the next one does. */
+				size_t added = left > 0 &&
+				               src->held[0].head != h->lines[src->cursor].head &&
+				               src->held[1].head == h->lines[src->cursor].head;
+				held_resolve(src, b, added + left, added);
 			}
 		}
 	}
-	if (src->cursor >= h->n && src->filler == 0) {
-		/* The old unterminated last line went out already: only its
-		 * rest is new. */
-		size_t cut = 0;
-		if (h->partial_len && src->pending_len > h->partial_len &&
-		    fnv(FNV_START, src->pending, h->partial_len) == h->partial_hash) {
-			cut = h->partial_len;
-			memmove(src->pending, src->pending + cut, src->pending_len - cut);
-			src->pending_len -= cut;
-		}
-		h->partial_len = 0;
-		stop_following(src, b);
+	/* With an unterminated old last line, the next line is awaited: it
+	 * may re-print it. */
+	if (src->cursor >= h->n && src->filler == 0 && (h->partial_len == 0 || src->held_n)) {
+		stop_following(src);
+		held_flush(src, b);
 	}
 }
 
@@ -498,7 +603,8 @@ static size_t follow(struct out_source *src, struct builder *b, const char *data
 			if (src->carry_len + rest > CARRY_MAX) {
 				/* A line too long to hold: out as it comes, and
 				 * no more matching. */
-				stop_following(src, b);
+				held_flush(src, b);
+				stop_following(src);
 				return used;
 			}
 			carry_append(src, data + used, rest);
@@ -554,13 +660,23 @@ static void finish(struct out_source *src)
 {
 	struct builder b = {0};
 	if (src->following) {
-		pending_forward(src, &b);
-		/* Cut off while re-printing an old line: that line went out
-		 * whole already. */
+		/* Held lines stand for old lines, which went out already. */
 		const struct history *h = src->prev;
-		if (src->carry_len && src->cursor < h->n &&
-		    src->carry_len < h->lines[src->cursor].len)
+		size_t at = src->cursor + src->held_n;
+		src->held_n = 0;
+		src->held_buf_len = 0;
+		/* Cut off while re-printing an old line: that line went out
+		 * whole already; so did the old unterminated last line. */
+		if (src->carry_len && at < h->n && src->carry_len < h->lines[at].len) {
 			src->carry_len = 0;
+		} else if (src->carry_len && at >= h->n && h->partial_len) {
+			if (src->carry_len <= h->partial_len) {
+				src->carry_len = 0;
+			} else if (fnv(FNV_START, src->carry, h->partial_len) == h->partial_hash) {
+				src->carry_len -= h->partial_len;
+				memmove(src->carry, src->carry + h->partial_len, src->carry_len);
+			}
+		}
 	} else if (src->hist && src->line_len) {
 		src->hist->partial_hash = src->line_hash;
 		src->hist->partial_len = src->line_len;
@@ -876,7 +992,7 @@ void output_shutdown(bool wait_for_writers)
 		}
 		free(src->prefix);
 		free(src->carry);
-		free(src->pending);
+		free(src->held_buf);
 		history_free(src->hist);
 		history_free(src->prev);
 		free(src);

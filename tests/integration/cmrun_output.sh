@@ -1,7 +1,7 @@
 #!/bin/sh
 # Output forwarding: stdout to stdout, stderr to stderr, whole lines (a line
 # of one rank is never cut by another's), --tag-output prefixes, the last
-# unterminated line, stdin to rank 0.
+# unterminated line, stdin to rank 0, what a re-executed rank prints again.
 . "${TESTSRC:-$(dirname "$0")/..}/dispatcher/lib.sh"
 
 note "--tag-output, stdout and stderr kept apart"
@@ -82,6 +82,31 @@ awk '{
 	longs++
 } END { if (bad || shorts != 16 || longs != 16) { print bad, shorts, longs; exit 1 } }' "$T/out" ||
 	fail "long lines interleaved"
+
+# A re-executed rank (killed by a signal, restarted from the start: a shell
+# needs no MPI_Init) prints again what its dead incarnation printed.
+need_cmserver
+reexec() { # INCARNATION-0 OUTPUT, THE RE-EXECUTION'S OUTPUT (printf formats)
+	run_cmrun -n 1 --timeout 30s sh -c 'if [ "${CHANMEM_INCARNATION:-0}" = 0 ]; then
+		printf "$0"; kill -KILL $$; else printf "$1"; fi' "$1" "$2"
+	expect_status 0 "re-execution of '$1'"
+}
+
+note "a re-executed rank's last old line printed with other contents is printed once"
+# (NPcm's progress line of the size it was killed in: a time not logged yet.)
+reexec 'one\ntwo at 0.51\n' 'one\ntwo at 0.73\nthree\n'
+printf 'one\ntwo at 0.51\nthree\n' | cmp -s - "$T/out" || fail "changed last line: $(cat "$T/out")"
+# Two lines with other contents among the old ones, and every line.
+reexec 'a\nb 0\nc 0\nd\n' 'a\nb 1\nc 1\nd\ne\n'
+printf 'a\nb 0\nc 0\nd\ne\n' | cmp -s - "$T/out" || fail "changed lines: $(cat "$T/out")"
+reexec 'a 0\nb 0\n' 'a 1\nb 1\nc 1\n'
+printf 'a 0\nb 0\nc 1\n' | cmp -s - "$T/out" || fail "all lines changed: $(cat "$T/out")"
+
+note "a re-executed rank's unterminated last line is not printed twice"
+reexec 'one\nabc' 'one\nabcdef\ntwo\n'
+printf 'one\nabcdef\ntwo\n' | cmp -s - "$T/out" || fail "partial line: $(od -c "$T/out" | head)"
+reexec 'abc' 'abcdef\ntwo\n'
+printf 'abcdef\ntwo\n' | cmp -s - "$T/out" || fail "partial first line: $(od -c "$T/out" | head)"
 
 note "stdin goes to rank 0 only"
 printf 'to rank zero\n' >"$T/in"

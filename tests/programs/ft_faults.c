@@ -13,10 +13,14 @@
  *                       every incarnation (a bug) or, with FAULTS_ONCE=1,
  *                       on its first one only (a transient fault)
  *   FAULTS_KILL=R:S     rank R raises SIGKILL in step S, first incarnation
- *   FAULTS_CKPT=1       checkpoint after every step; a rank restored from
- *                       an image prints "rank R resuming from step S"
- *                       first (a line its predecessor never printed)
- *   FAULTS_SLEEP_MS=M   sleep M ms per step */
+ *   FAULTS_CKPT=K       checkpoint after every K-th step (1: every step); a
+ *                       rank restored from an image prints "rank R resuming
+ *                       from step S" first (a line its predecessor never
+ *                       printed)
+ *   FAULTS_SLEEP_MS=M   sleep M ms per step
+ *   FAULTS_VARY=A:B     the lines of steps A to B end with " (incarnation I)":
+ *                       a re-execution prints them with other contents, as a
+ *                       program printing a time it did not take from MPI */
 #include <chanmem.h>
 #include <mpi.h>
 
@@ -41,6 +45,15 @@ static void env_pair(const char *name, int *rank, int *step)
 		*rank = *step = -1;
 }
 
+/* A real fault, the store executed: UBSan's null check (sanitizer builds)
+ * would end the rank with status 1 before it, and a pointer the compiler
+ * knows to be null lets it drop the call as undefined behaviour. */
+__attribute__((noinline, no_sanitize("null"))) static void segfault(void)
+{
+	volatile int *volatile nowhere = NULL;
+	*nowhere = 1;
+}
+
 struct state {
 	int step;
 	long value;
@@ -54,8 +67,9 @@ int main(int argc, char **argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	int steps = argc > 1 ? atoi(argv[1]) : 10;
 	int incarnation = env_int("CHANMEM_INCARNATION", 0);
-	int segv_rank, segv_step, kill_rank, kill_step;
+	int segv_rank, segv_step, kill_rank, kill_step, vary_from, vary_to;
 	env_pair("FAULTS_SEGV", &segv_rank, &segv_step);
+	env_pair("FAULTS_VARY", &vary_from, &vary_to);
 	env_pair("FAULTS_KILL", &kill_rank, &kill_step);
 	int leave = env_int("FAULTS_LEAVE", -1), sleep_ms = env_int("FAULTS_SLEEP_MS", 0);
 	int ckpt = env_int("FAULTS_CKPT", 0), once = env_int("FAULTS_ONCE", 0);
@@ -75,12 +89,14 @@ int main(int argc, char **argv)
 		MPI_Sendrecv(&st.value, 1, MPI_LONG, next, st.step, &in, 1, MPI_LONG, prev, st.step,
 		             MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 		st.value = (st.value * 31 + in) % 1000003;
-		printf("rank %d step %d value %ld\n", rank, st.step, st.value);
+		if (st.step >= vary_from && st.step <= vary_to)
+			printf("rank %d step %d value %ld (incarnation %d)\n", rank, st.step,
+			       st.value, incarnation);
+		else
+			printf("rank %d step %d value %ld\n", rank, st.step, st.value);
 		fflush(stdout);
-		if (rank == segv_rank && st.step == segv_step && (!once || incarnation == 0)) {
-			volatile int *nowhere = NULL;
-			*nowhere = 1;
-		}
+		if (rank == segv_rank && st.step == segv_step && (!once || incarnation == 0))
+			segfault();
 		if (rank == kill_rank && st.step == kill_step && incarnation == 0)
 			raise(SIGKILL);
 		if (rank == leave && st.step == 1) {
@@ -93,7 +109,7 @@ int main(int argc, char **argv)
 			struct timespec ts = {sleep_ms / 1000, (long)(sleep_ms % 1000) * 1000000L};
 			nanosleep(&ts, NULL);
 		}
-		if (ckpt) {
+		if (ckpt > 0 && (st.step + 1) % ckpt == 0) {
 			st.step++; /* the image says "this step is done" */
 			int rc = chanmem_checkpoint(NULL);
 			st.step--;
