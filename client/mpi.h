@@ -7,8 +7,8 @@
  * point-to-point (blocking, non-blocking, persistent, buffered, cancel of
  * receives), blocking collectives and reduction operations,
  * intra-communicators and groups, attribute caching, Cartesian topologies,
- * derived datatypes and MPI_Pack. Not provided: inter-communicators, graph
- * topologies, non-blocking collectives, info objects, one-sided, I/O,
+ * derived datatypes and MPI_Pack, non-blocking collectives, matched probes,
+ * info objects. Not provided: inter-communicators, graph topologies, one-sided, I/O,
  * dynamic processes, generalized requests. MPI_Get_library_version names
  * the subset.
  *
@@ -44,7 +44,11 @@ typedef int MPI_Datatype;
 typedef int MPI_Request;
 typedef int MPI_Errhandler;
 typedef int MPI_Group;
-typedef int MPI_Info; /* only MPI_INFO_NULL exists: no info calls are provided */
+typedef int MPI_Info;
+typedef int MPI_Message; /* a message taken by MPI_Mprobe / MPI_Improbe */
+/* The Fortran form of a handle (MPI_Comm_c2f & co): handles are already
+ * integers, so a conversion is the identity. */
+typedef int MPI_Fint;
 typedef intptr_t MPI_Aint;
 typedef long long MPI_Offset;
 typedef long long MPI_Count;
@@ -69,6 +73,14 @@ typedef struct MPI_Status {
 #define MPI_GROUP_NULL ((MPI_Group)0x08000000)
 #define MPI_GROUP_EMPTY ((MPI_Group)0x48000000)
 #define MPI_INFO_NULL ((MPI_Info)0x1c000000)
+/* The environment the process was started with (empty here, read-only). */
+#define MPI_INFO_ENV ((MPI_Info)0x5c000000)
+/* Bounds of an info key and value, terminating null included. */
+#define MPI_MAX_INFO_KEY 256
+#define MPI_MAX_INFO_VAL 1024
+/* Matched probes: no message, and the message MPI_PROC_NULL "sends". */
+#define MPI_MESSAGE_NULL ((MPI_Message)0x20000000)
+#define MPI_MESSAGE_NO_PROC ((MPI_Message)0x60ffffff)
 /* MPI_Comm_compare / MPI_Group_compare results */
 #define MPI_IDENT 0
 #define MPI_CONGRUENT 1
@@ -139,6 +151,12 @@ typedef struct MPI_Status {
 #define MPI_UNDEFINED (-32766)
 #define MPI_STATUS_IGNORE ((MPI_Status *)0)
 #define MPI_STATUSES_IGNORE ((MPI_Status *)0)
+/* MPI_Status_c2f / f2c: a status as MPI_Fint values. */
+#define MPI_F_STATUS_SIZE ((int)(sizeof(MPI_Status) / sizeof(MPI_Fint)))
+/* MPI_Type_match_size classes */
+#define MPI_TYPECLASS_REAL 1
+#define MPI_TYPECLASS_INTEGER 2
+#define MPI_TYPECLASS_COMPLEX 3
 
 #define MPI_MAX_PROCESSOR_NAME 256
 #define MPI_MAX_ERROR_STRING 256
@@ -355,6 +373,16 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, 
                          int source, int recvtag, MPI_Comm comm, MPI_Status *status);
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status);
 int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status);
+/* Matched probes: the message found is taken out of matching at once (no
+ * other receive can get it) and received by MPI_Mrecv / MPI_Imrecv. Under
+ * the cm transport a re-executed rank takes the same message again. */
+int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status);
+int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
+                MPI_Status *status);
+int MPI_Mrecv(void *buf, int count, MPI_Datatype datatype, MPI_Message *message,
+              MPI_Status *status);
+int MPI_Imrecv(void *buf, int count, MPI_Datatype datatype, MPI_Message *message,
+               MPI_Request *request);
 /* MPI_Bsend/MPI_Ibsend copy the message into the attached buffer (packed
  * size + MPI_BSEND_OVERHEAD bytes, reclaimed once the copy has been sent);
  * no room: MPI_ERR_BUFFER. MPI_Buffer_detach waits until the buffer is
@@ -402,6 +430,11 @@ int MPI_Request_get_status(MPI_Request request, int *flag, MPI_Status *status);
 int MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int *count);
 int MPI_Get_elements(const MPI_Status *status, MPI_Datatype datatype, int *count);
 int MPI_Get_elements_x(const MPI_Status *status, MPI_Datatype datatype, MPI_Count *count);
+int MPI_Status_set_elements(MPI_Status *status, MPI_Datatype datatype, int count);
+int MPI_Status_set_elements_x(MPI_Status *status, MPI_Datatype datatype, MPI_Count count);
+int MPI_Status_set_cancelled(MPI_Status *status, int flag);
+/* A predefined type of the class and size in bytes (MPI_ERR_ARG if none). */
+int MPI_Type_match_size(int typeclass, int size, MPI_Datatype *datatype);
 int MPI_Type_size(MPI_Datatype datatype, int *size);
 int MPI_Type_size_x(MPI_Datatype datatype, MPI_Count *size);
 int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint *lb, MPI_Aint *extent);
@@ -579,6 +612,41 @@ int MPI_Ialltoallw(const void *sendbuf, const int sendcounts[], const int sdispl
                    const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
                    const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
                    MPI_Request *request);
+
+/* ---- info objects ---- */
+/* Keys and values are strings (at most MPI_MAX_INFO_KEY - 1 and
+ * MPI_MAX_INFO_VAL - 1 characters); nothing in the library reads them. */
+int MPI_Info_create(MPI_Info *info);
+int MPI_Info_set(MPI_Info info, const char *key, const char *value);
+int MPI_Info_get(MPI_Info info, const char *key, int valuelen, char *value, int *flag);
+int MPI_Info_get_valuelen(MPI_Info info, const char *key, int *valuelen, int *flag);
+int MPI_Info_get_nkeys(MPI_Info info, int *nkeys);
+int MPI_Info_get_nthkey(MPI_Info info, int n, char *key);
+int MPI_Info_delete(MPI_Info info, const char *key);
+int MPI_Info_dup(MPI_Info info, MPI_Info *newinfo);
+int MPI_Info_free(MPI_Info *info);
+
+/* ---- profiling and handle conversion ---- */
+/* Does nothing (no profiling layer listens). */
+int MPI_Pcontrol(const int level, ...);
+MPI_Fint MPI_Comm_c2f(MPI_Comm comm);
+MPI_Comm MPI_Comm_f2c(MPI_Fint comm);
+MPI_Fint MPI_Type_c2f(MPI_Datatype datatype);
+MPI_Datatype MPI_Type_f2c(MPI_Fint datatype);
+MPI_Fint MPI_Group_c2f(MPI_Group group);
+MPI_Group MPI_Group_f2c(MPI_Fint group);
+MPI_Fint MPI_Request_c2f(MPI_Request request);
+MPI_Request MPI_Request_f2c(MPI_Fint request);
+MPI_Fint MPI_Op_c2f(MPI_Op op);
+MPI_Op MPI_Op_f2c(MPI_Fint op);
+MPI_Fint MPI_Info_c2f(MPI_Info info);
+MPI_Info MPI_Info_f2c(MPI_Fint info);
+MPI_Fint MPI_Errhandler_c2f(MPI_Errhandler errhandler);
+MPI_Errhandler MPI_Errhandler_f2c(MPI_Fint errhandler);
+MPI_Fint MPI_Message_c2f(MPI_Message message);
+MPI_Message MPI_Message_f2c(MPI_Fint message);
+int MPI_Status_c2f(const MPI_Status *c_status, MPI_Fint *f_status);
+int MPI_Status_f2c(const MPI_Fint *f_status, MPI_Status *c_status);
 
 /* ---- errors ---- */
 int MPI_Error_string(int errorcode, char *string, int *resultlen);

@@ -335,6 +335,11 @@ struct cm_mpi_request {
 	int error;         /* final MPI error code once CM_RQ_COMPLETE */
 	int persistent;    /* MPI_Send_init & co: completing makes it CM_RQ_INACTIVE */
 	struct cm_mpi_persist persist;
+	/* A matched receive (MPI_Imrecv): the message was received whole into
+	 * bounce before the program said where it goes; only ucap bytes of it
+	 * fit the program's buffer (more is MPI_ERR_TRUNCATE). */
+	int matched;
+	size_t ucap;
 	struct cm_mpi_request *next_detached;
 };
 

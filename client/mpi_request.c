@@ -94,6 +94,10 @@ static void complete(struct cm_mpi_request *r)
 	struct cm_req *op = &r->op;
 	if (op->kind == CM_REQ_RECV) {
 		size_t stored = op->st_bytes < op->rcap ? op->st_bytes : op->rcap;
+		if (r->matched && stored > r->ucap) {
+			stored = r->ucap;
+			op->error = CM_REQ_ERR_TRUNCATE;
+		}
 		if (r->bounce)
 			cm_mpi_unpack(r->type, r->bounce, stored, r->ubuf);
 		if (r->type)

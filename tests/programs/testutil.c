@@ -68,6 +68,10 @@ const char *tu_err_name(int code)
 	    {MPI_ERR_INTERN, "MPI_ERR_INTERN"},
 	    {MPI_ERR_IN_STATUS, "MPI_ERR_IN_STATUS"},
 	    {MPI_ERR_PENDING, "MPI_ERR_PENDING"},
+	    {MPI_ERR_INFO_KEY, "MPI_ERR_INFO_KEY"},
+	    {MPI_ERR_INFO_VALUE, "MPI_ERR_INFO_VALUE"},
+	    {MPI_ERR_INFO_NOKEY, "MPI_ERR_INFO_NOKEY"},
+	    {MPI_ERR_INFO, "MPI_ERR_INFO"},
 	};
 	int cls = code;
 	if (code != MPI_SUCCESS && MPI_Error_class(code, &cls) != MPI_SUCCESS)
