@@ -4,7 +4,7 @@
 # its checked-in seed corpus for a bounded time and number of runs. Any
 # crash, leak, sanitizer report or timeout fails; the input that caused it
 # is kept as an artifact in the work directory and printed.
-#   FUZZ_SECONDS  per target (default 20)     FUZZ_RUNS  per target (default 2000000)
+#   FUZZ_SECONDS  per target (default 20; 0 skips)  FUZZ_RUNS  per target (default 2000000)
 #   FUZZ_TARGETS  subset (default all)        FUZZ_WORK  build/run directory
 # Skips (77) without a clang that links -fsanitize=fuzzer (Debian: clang,
 # libclang-rt-dev); scripts/setup.sh installs them.
@@ -23,6 +23,7 @@ skip() {
 	exit 77
 }
 
+[ "$seconds" != 0 ] || skip "FUZZ_SECONDS=0 (the targets are sanitized builds of their own: one suite runs them)"
 [ -f "$build/config.h" ] || skip "no config.h in $build (configure first)"
 command -v "$CLANG" >/dev/null || skip "no clang (apt-get install clang libclang-rt-dev)"
 mkdir -p "$work" || exit 99
