@@ -408,6 +408,13 @@ CM_HIDDEN int cm_mpi_check_send(MPI_Comm comm, const void *buf, int count, MPI_D
 CM_HIDDEN int cm_mpi_check_recv(MPI_Comm comm, const void *buf, int count, MPI_Datatype datatype,
                                 int source, int tag, struct cm_mpi_comm **c,
                                 const struct cm_mpi_datatype **t);
+/* A receive's or probe's source and tag: an error class, or MPI_SUCCESS. */
+CM_HIDDEN int cm_mpi_check_source_tag(const struct cm_mpi_comm *c, int source, int tag);
+/* Asks the transport for a message (source, tag) of c's point-to-point
+ * context, after a progress round when not blocking (MPI_Probe and
+ * MPI_Mprobe alike). MPI_SUCCESS, or the error raised. */
+CM_HIDDEN int cm_mpi_probe_peer(struct cm_mpi_comm *c, int source, int tag, int blocking,
+                                struct cm_probe_result *res, const char *func);
 
 /* ---- collectives (mpi_coll.c) ---- */
 

@@ -102,13 +102,8 @@ static int mprobe(int source, int tag, MPI_Comm comm, int blocking, int *flag, M
 	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
 	if (!c)
 		return cm_mpi_raise(NULL, MPI_ERR_COMM, func);
-	int rc = MPI_SUCCESS;
-	if (tag != MPI_ANY_TAG && (tag < 0 || tag > CM_MPI_TAG_UB))
-		rc = MPI_ERR_TAG;
-	else if (source != MPI_ANY_SOURCE && source != MPI_PROC_NULL &&
-	         (source < 0 || source >= c->size))
-		rc = MPI_ERR_RANK;
-	else if (!message || (!blocking && !flag))
+	int rc = cm_mpi_check_source_tag(c, source, tag);
+	if (!rc && (!message || (!blocking && !flag)))
 		rc = MPI_ERR_ARG;
 	if (rc)
 		return cm_mpi_raise(c, rc, func);
@@ -119,14 +114,10 @@ static int mprobe(int source, int tag, MPI_Comm comm, int blocking, int *flag, M
 		cm_mpi_status_proc_null(status);
 		return MPI_SUCCESS;
 	}
-	struct cm_transport *tr = &cm_mpi.transport;
 	struct cm_probe_result res = {0};
-	int peer = source == MPI_ANY_SOURCE ? CM_ANY_SOURCE : cm_mpi_world_rank(c, source);
-	if (!blocking && cm_mpi_progress(0) < 0)
-		return cm_mpi_raise(c, MPI_ERR_OTHER, func);
-	if (tr->probe(tr, peer, tag == MPI_ANY_TAG ? CM_ANY_TAG : tag, c->ctx_pt2pt, blocking,
-	              &res) < 0)
-		return cm_mpi_raise(c, MPI_ERR_OTHER, func);
+	rc = cm_mpi_probe_peer(c, source, tag, blocking, &res, func);
+	if (rc)
+		return rc;
 	if (flag)
 		*flag = res.found;
 	if (!res.found) {

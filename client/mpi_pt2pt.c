@@ -52,7 +52,7 @@ int cm_mpi_check_send(MPI_Comm comm, const void *buf, int count, MPI_Datatype da
 	return MPI_SUCCESS;
 }
 
-static int check_source_tag(const struct cm_mpi_comm *c, int source, int tag)
+int cm_mpi_check_source_tag(const struct cm_mpi_comm *c, int source, int tag)
 {
 	if (tag != MPI_ANY_TAG && (tag < 0 || tag > CM_MPI_TAG_UB))
 		return MPI_ERR_TAG;
@@ -66,7 +66,7 @@ int cm_mpi_check_recv(MPI_Comm comm, const void *buf, int count, MPI_Datatype da
                       int tag, struct cm_mpi_comm **c, const struct cm_mpi_datatype **t)
 {
 	int rc = check_data(comm, buf, count, datatype, c, t);
-	return rc ? rc : check_source_tag(*c, source, tag);
+	return rc ? rc : cm_mpi_check_source_tag(*c, source, tag);
 }
 
 /* ---- starting operations ---- */
@@ -387,7 +387,7 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, 
 	CM_MPI_REQUIRE_INIT("MPI_Sendrecv_replace");
 	int rc = cm_mpi_check_send(comm, buf, count, datatype, dest, sendtag, &c, &t);
 	if (!rc)
-		rc = check_source_tag(c, source, recvtag);
+		rc = cm_mpi_check_source_tag(c, source, recvtag);
 	if (rc)
 		return cm_mpi_raise(c, rc, "MPI_Sendrecv_replace");
 	/* The outgoing items are copied first: the receive overwrites buf. */
@@ -417,13 +417,26 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, 
 
 /* ---- probes ---- */
 
+int cm_mpi_probe_peer(struct cm_mpi_comm *c, int source, int tag, int blocking,
+                      struct cm_probe_result *res, const char *func)
+{
+	struct cm_transport *tr = &cm_mpi.transport;
+	int peer = source == MPI_ANY_SOURCE ? CM_ANY_SOURCE : cm_mpi_world_rank(c, source);
+	if (!blocking && cm_mpi_progress(0) < 0)
+		return cm_mpi_raise(c, MPI_ERR_OTHER, func);
+	if (tr->probe(tr, peer, tag == MPI_ANY_TAG ? CM_ANY_TAG : tag, c->ctx_pt2pt, blocking,
+	              res) < 0)
+		return cm_mpi_raise(c, MPI_ERR_OTHER, func);
+	return MPI_SUCCESS;
+}
+
 static int probe(int source, int tag, MPI_Comm comm, int blocking, int *flag, MPI_Status *status,
                  const char *func)
 {
 	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
 	if (!c)
 		return cm_mpi_raise(NULL, MPI_ERR_COMM, func);
-	int rc = check_source_tag(c, source, tag);
+	int rc = cm_mpi_check_source_tag(c, source, tag);
 	if (!rc && !blocking && !flag)
 		rc = MPI_ERR_ARG;
 	if (rc)
@@ -434,14 +447,10 @@ static int probe(int source, int tag, MPI_Comm comm, int blocking, int *flag, MP
 		cm_mpi_status_proc_null(status);
 		return MPI_SUCCESS;
 	}
-	struct cm_transport *tr = &cm_mpi.transport;
 	struct cm_probe_result res = {0};
-	int peer = source == MPI_ANY_SOURCE ? CM_ANY_SOURCE : cm_mpi_world_rank(c, source);
-	if (!blocking && cm_mpi_progress(0) < 0)
-		return cm_mpi_raise(c, MPI_ERR_OTHER, func);
-	if (tr->probe(tr, peer, tag == MPI_ANY_TAG ? CM_ANY_TAG : tag, c->ctx_pt2pt, blocking,
-	              &res) < 0)
-		return cm_mpi_raise(c, MPI_ERR_OTHER, func);
+	rc = cm_mpi_probe_peer(c, source, tag, blocking, &res, func);
+	if (rc)
+		return rc;
 	if (flag)
 		*flag = res.found;
 	if (res.found && status) {
