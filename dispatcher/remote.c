@@ -347,21 +347,30 @@ void remote_drain(struct job *job, struct rank_proc *r)
 
 void remote_await_reports(struct job *job, int wait_ms)
 {
-	enum { MAX_POLLED = 256 };
-	struct pollfd p[MAX_POLLED];
-	struct ctrl_conn *c, *polled[MAX_POLLED];
-	int n = 0;
-	for (c = job->conns; c && n < MAX_POLLED; c = c->next)
-		if (c->rank) {
+	enum { MAX_POLLED = 256, ROUNDS = 4, LATER_MS = 20 };
+	if (job->ctrl_listen_fd < 0)
+		return;
+	/* The connection may not even be accepted yet (a restored rank opens
+	 * it just before writing its filler): accept, then read what comes,
+	 * a few rounds while something does. */
+	for (int round = 0; round < ROUNDS; round++) {
+		on_accept(job->loop, &job->ctrl_accept_io, EV_READ);
+		struct pollfd p[MAX_POLLED];
+		struct ctrl_conn *polled[MAX_POLLED];
+		int n = 0;
+		p[n] = (struct pollfd){.fd = job->ctrl_listen_fd, .events = POLLIN};
+		polled[n++] = NULL;
+		for (struct ctrl_conn *c = job->conns; c && n < MAX_POLLED; c = c->next) {
 			p[n] = (struct pollfd){.fd = c->fd, .events = POLLIN};
 			polled[n++] = c;
 		}
-	if (n == 0 || poll(p, (nfds_t)n, wait_ms) <= 0)
-		return;
-	/* conn_read may free the connection it reads, never another one. */
-	for (int i = 0; i < n; i++)
-		if (p[i].revents)
-			conn_read(job, polled[i]);
+		if (poll(p, (nfds_t)n, round == 0 ? wait_ms : LATER_MS) <= 0)
+			return;
+		/* conn_read may free the connection it reads, never another one. */
+		for (int i = 1; i < n; i++)
+			if (p[i].revents)
+				conn_read(job, polled[i]);
+	}
 }
 
 void remote_detach(struct job *job, struct rank_proc *r)
