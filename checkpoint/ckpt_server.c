@@ -57,6 +57,9 @@ static void usage(FILE *out)
 	    "                       KiB, MiB, GiB)\n"
 	    "  --secret-file FILE   read the 32-character job secret from the first line of\n"
 	    "                       FILE; the environment variable %s takes precedence\n"
+	    "  --reset-corrupt-store  if the store in DIR is damaged, move it into\n"
+	    "                       DIR/corrupt-TIME-PID and start with an empty one\n"
+	    "                       (without it a damaged store is refused: exit 1)\n"
 	    "  -v, --verbose        report commits and refusals; twice for debug output\n"
 	    "  -h, --help           show this help and exit\n"
 	    "      --version        show the version and exit\n"
@@ -145,6 +148,7 @@ int main(int argc, char **argv)
 		OPT_LEVEL,
 		OPT_MAX_IMAGE,
 		OPT_SECRET,
+		OPT_RESET_CORRUPT,
 		OPT_VERSION
 	};
 	static const struct option longopts[] = {
@@ -155,6 +159,7 @@ int main(int argc, char **argv)
 	    {"level", required_argument, NULL, OPT_LEVEL},
 	    {"max-image", required_argument, NULL, OPT_MAX_IMAGE},
 	    {"secret-file", required_argument, NULL, OPT_SECRET},
+	    {"reset-corrupt-store", no_argument, NULL, OPT_RESET_CORRUPT},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, OPT_VERSION},
@@ -201,6 +206,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_SECRET:
 			secret_file = optarg;
+			break;
+		case OPT_RESET_CORRUPT:
+			so.reset_corrupt = 1;
 			break;
 		case 'v':
 			verbosity++;

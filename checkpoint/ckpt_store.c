@@ -24,6 +24,15 @@
 
 #define LOCK_NAME "ckptserver.lock"
 #define TMP_PREFIX "tmp-"
+#define DATA_NAME "data.mdb"
+#define LMDB_LOCK_NAME "lock.mdb"
+/* The checksum of data.mdb as of the last index commit. LMDB 0.9 checks
+ * only its meta pages: a flipped byte in a tree page makes its cursor
+ * functions crash or misread, so the file is verified before LMDB sees it. */
+#define SUM_NAME "index.sum"
+#define SUM_TMP "index.sum.tmp"
+#define SUM_TAG "chanmem-ckpt-index 1"
+#define CORRUPT_PREFIX "corrupt-"
 /* LMDB maps this much address space (sparse); the index itself is tiny. */
 #define MAP_SIZE (1ull << 30)
 #define MAX_READERS 1024
@@ -37,6 +46,8 @@ struct store_upload {
 	size_t out_cap;
 	uint64_t raw, compressed, sum;
 };
+
+static int write_all(int fd, const uint8_t *p, size_t n);
 
 static void put_be(uint8_t *p, uint64_t v, int n)
 {
@@ -54,7 +65,14 @@ size_t store_make_key(uint8_t *k, const char *job, uint32_t rank, uint64_t numbe
 	return j + 13;
 }
 
-static size_t encode_val(uint8_t *v, const struct index_val *iv)
+static uint64_t entry_sum(const uint8_t *k, size_t klen, const uint8_t *v, size_t vlen)
+{
+	uint64_t h = ckpt_checksum(CKPT_CHECKSUM_INIT, k, klen);
+	h = ckpt_checksum(h, v, VAL_SUM_OFF);
+	return ckpt_checksum(h, v + VAL_FIXED, vlen - VAL_FIXED);
+}
+
+static size_t encode_val(uint8_t *v, const uint8_t *k, size_t klen, const struct index_val *iv)
 {
 	size_t n = strlen(iv->name);
 	cm_put_u64(v, iv->raw);
@@ -62,14 +80,18 @@ static size_t encode_val(uint8_t *v, const struct index_val *iv)
 	cm_put_u64(v + 16, iv->checksum);
 	cm_put_u64(v + 24, iv->time_ns);
 	memcpy(v + VAL_FIXED, iv->name, n);
+	cm_put_u64(v + VAL_SUM_OFF, entry_sum(k, klen, v, VAL_FIXED + n));
 	return VAL_FIXED + n;
 }
 
-int store_decode_val(const MDB_val *v, struct index_val *iv)
+int store_decode_val(const MDB_val *k, const MDB_val *v, struct index_val *iv)
 {
-	if (v->mv_size <= VAL_FIXED || v->mv_size > VAL_FIXED + NAME_MAX_LEN)
+	if (v->mv_size <= VAL_FIXED || v->mv_size > VAL_FIXED + NAME_MAX_LEN ||
+	    k->mv_size > KEY_MAX)
 		return -1;
 	const uint8_t *p = v->mv_data;
+	if (cm_get_u64(p + VAL_SUM_OFF) != entry_sum(k->mv_data, k->mv_size, p, v->mv_size))
+		return -1;
 	iv->raw = cm_get_u64(p);
 	iv->compressed = cm_get_u64(p + 8);
 	iv->checksum = cm_get_u64(p + 16);
@@ -88,10 +110,111 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* FNV-1a and size of a file of the directory; -1 with errno. */
+static int file_sum(int dirfd, const char *name, uint64_t *sum, uint64_t *size)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	uint8_t buf[16384]; /* commits run on 256 KiB session stacks */
+	*sum = CKPT_CHECKSUM_INIT;
+	*size = 0;
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof buf);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+			close(fd);
+			errno = e;
+			return -1;
+		}
+		if (n == 0)
+			break;
+		*sum = ckpt_checksum(*sum, buf, (size_t)n);
+		*size += (uint64_t)n;
+	}
+	close(fd);
+	return 0;
+}
+
+/* Records the checksum of data.mdb as LMDB just committed it: written
+ * aside, synced, renamed over the old one, so a crash leaves one whole. */
+static int write_index_sum(struct ckpt_store *st)
+{
+	uint64_t sum, size;
+	char line[96];
+	if (file_sum(st->dirfd, DATA_NAME, &sum, &size) < 0)
+		goto fail;
+	int n = snprintf(line, sizeof line, SUM_TAG " %llu %016llx\n", (unsigned long long)size,
+	                 (unsigned long long)sum);
+	int fd = openat(st->dirfd, SUM_TMP, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		goto fail;
+	if (write_all(fd, (const uint8_t *)line, (size_t)n) < 0 || fsync(fd) < 0) {
+		close(fd);
+		goto fail;
+	}
+	close(fd);
+	if (renameat(st->dirfd, SUM_TMP, st->dirfd, SUM_NAME) < 0 || fsync(st->dirfd) < 0)
+		goto fail;
+	return 0;
+fail:
+	cm_err("%s: cannot record the index checksum (%s): the next start will refuse the "
+	       "store",
+	       st->dir, strerror(errno));
+	return -1;
+}
+
+/* 0: data.mdb matches index.sum (or neither exists: a new store); 1: the
+ * store is damaged, *why says how; -1: cannot tell (logged). */
+static int check_index_sum(struct ckpt_store *st, const char **why)
+{
+	struct stat sb;
+	int have_data = fstatat(st->dirfd, DATA_NAME, &sb, 0) == 0;
+	int fd = openat(st->dirfd, SUM_NAME, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && errno != ENOENT) {
+		cm_err("%s/%s: %s", st->dir, SUM_NAME, strerror(errno));
+		return -1;
+	}
+	if (fd < 0) {
+		*why = "data.mdb has no checksum file (index.sum)";
+		return have_data ? 1 : 0;
+	}
+	char line[128];
+	ssize_t n = read(fd, line, sizeof line - 1);
+	close(fd);
+	line[n > 0 ? n : 0] = '\0';
+	unsigned long long size, sum;
+	char end;
+	if (sscanf(line, SUM_TAG " %llu %llx%c", &size, &sum, &end) != 3 || end != '\n') {
+		*why = "index.sum is unreadable";
+		return 1;
+	}
+	uint64_t got_sum, got_size;
+	if (!have_data || file_sum(st->dirfd, DATA_NAME, &got_sum, &got_size) < 0) {
+		*why = "data.mdb is missing or unreadable";
+		return 1;
+	}
+	if (got_size != size || got_sum != sum) {
+		*why = "data.mdb does not match its checksum (index.sum)";
+		return 1;
+	}
+	return 0;
+}
+
+/* LMDB's own findings about its file: damage, not a runtime failure. */
+static int lmdb_damage(int rc)
+{
+	return rc == MDB_CORRUPTED || rc == MDB_PAGE_NOTFOUND || rc == MDB_INVALID ||
+	       rc == MDB_VERSION_MISMATCH || rc == MDB_BAD_TXN;
+}
+
 /* Drops index entries whose file is gone (a fetch could not serve them and
  * an older image may still be there), then deletes temp files and image
- * files the index does not name. */
-static int sweep(struct ckpt_store *st)
+ * files the index does not name. 0, 1 when an entry fails its checksum or
+ * LMDB reports damage (*why), -1 on other failures. */
+static int sweep(struct ckpt_store *st, const char **why)
 {
 	MDB_txn *txn;
 	MDB_cursor *cur;
@@ -101,17 +224,29 @@ static int sweep(struct ckpt_store *st)
 	int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
 	if (rc != 0) {
 		cm_err("%s: index: %s", st->dir, mdb_strerror(rc));
-		return -1;
+		return lmdb_damage(rc) ? (*why = "LMDB reports a damaged index", 1) : -1;
 	}
-	mdb_cursor_open(txn, st->dbi, &cur);
+	if ((rc = mdb_cursor_open(txn, st->dbi, &cur)) != 0) {
+		mdb_txn_abort(txn);
+		*why = "LMDB reports a damaged index";
+		return lmdb_damage(rc) ? 1 : -1;
+	}
+	int bad = 0;
 	/* After mdb_cursor_del, MDB_NEXT yields the entry that followed. */
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		struct index_val iv;
 		struct stat sb;
-		if (store_decode_val(&v, &iv) < 0 || fstatat(st->dirfd, iv.name, &sb, 0) < 0) {
-			cm_err("%s: index entry without a valid image file dropped", st->dir);
-			mdb_cursor_del(cur, 0);
+		if (store_decode_val(&k, &v, &iv) < 0) {
+			*why = "an index entry fails its checksum";
+			bad = 1;
+			break;
+		}
+		if (fstatat(st->dirfd, iv.name, &sb, 0) < 0) {
+			cm_err("%s: index entry without its image file %s dropped", st->dir,
+			       iv.name);
+			if ((rc = mdb_cursor_del(cur, 0)) != 0)
+				break;
 			continue;
 		}
 		if (n + 1 >= cap) {
@@ -123,8 +258,23 @@ static int sweep(struct ckpt_store *st)
 		names[n++] = strdup(iv.name);
 	}
 	mdb_cursor_close(cur);
+	if (!bad && rc != MDB_NOTFOUND) {
+		cm_err("%s: index: %s", st->dir, mdb_strerror(rc));
+		*why = "LMDB reports a damaged index";
+		bad = lmdb_damage(rc) ? 1 : -1;
+	}
+	if (bad) {
+		mdb_txn_abort(txn);
+		for (size_t i = 0; i < n; i++)
+			free(names[i]);
+		free(names);
+		return bad;
+	}
 	if ((rc = mdb_txn_commit(txn)) != 0) {
 		cm_err("%s: index: %s", st->dir, mdb_strerror(rc));
+		for (size_t i = 0; i < n; i++)
+			free(names[i]);
+		free(names);
 		return -1;
 	}
 	if (n)
@@ -154,7 +304,82 @@ static int sweep(struct ckpt_store *st)
 	if (removed)
 		cm_info("%s: removed %u unfinished upload file(s)", st->dir, removed);
 	fsync(st->dirfd);
-	return 0;
+	return write_index_sum(st) < 0 ? -1 : 0;
+}
+
+/* Verifies and opens the index, then sweeps: 0, 1 if the store is damaged
+ * (*why), -1 on other failures (logged). */
+static int open_index(struct ckpt_store *st, const char **why)
+{
+	int dmg = check_index_sum(st, why);
+	if (dmg != 0)
+		return dmg;
+	int rc = mdb_env_create(&st->env);
+	if (rc == 0)
+		rc = mdb_env_set_mapsize(st->env, MAP_SIZE);
+	if (rc == 0)
+		rc = mdb_env_set_maxreaders(st->env, MAX_READERS);
+	if (rc == 0)
+		rc = mdb_env_open(st->env, st->dir, MDB_NOTLS, 0600);
+	MDB_txn *txn = NULL;
+	if (rc == 0)
+		rc = mdb_txn_begin(st->env, NULL, 0, &txn);
+	if (rc == 0)
+		rc = mdb_dbi_open(txn, NULL, 0, &st->dbi);
+	if (rc == 0)
+		rc = mdb_txn_commit(txn);
+	else if (txn)
+		mdb_txn_abort(txn);
+	if (rc != 0) {
+		if (lmdb_damage(rc)) {
+			*why = mdb_strerror(rc);
+			return 1;
+		}
+		cm_err("--dir %s: cannot open the index: %s", st->dir, mdb_strerror(rc));
+		return -1;
+	}
+	return sweep(st, why);
+}
+
+/* Moves the damaged store (index, its checksum, every image) into a new
+ * DIR/corrupt-TIME-PID, where it stays for inspection. 0, or -1 (logged). */
+static int move_aside(struct ckpt_store *st)
+{
+	char aside[64];
+	snprintf(aside, sizeof aside, CORRUPT_PREFIX "%lld-%ld", (long long)time(NULL),
+	         (long)getpid());
+	if (mkdirat(st->dirfd, aside, 0700) < 0) {
+		cm_err("%s/%s: %s", st->dir, aside, strerror(errno));
+		return -1;
+	}
+	int fd = dup(st->dirfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (d == NULL) {
+		cm_err("%s: %s", st->dir, strerror(errno));
+		return -1;
+	}
+	struct dirent *de;
+	char dest[64 + NAME_MAX + 2];
+	int rc = 0;
+	while ((de = readdir(d)) != NULL) {
+		const char *name = de->d_name;
+		if (strcmp(name, DATA_NAME) != 0 && strcmp(name, LMDB_LOCK_NAME) != 0 &&
+		    strcmp(name, SUM_NAME) != 0 && strcmp(name, SUM_TMP) != 0 &&
+		    strncmp(name, IMG_PREFIX, strlen(IMG_PREFIX)) != 0 &&
+		    strncmp(name, TMP_PREFIX, strlen(TMP_PREFIX)) != 0)
+			continue;
+		snprintf(dest, sizeof dest, "%s/%s", aside, name);
+		if (renameat(st->dirfd, name, st->dirfd, dest) < 0) {
+			cm_err("%s/%s: cannot move it aside: %s", st->dir, name, strerror(errno));
+			rc = -1;
+		}
+	}
+	closedir(d);
+	fsync(st->dirfd);
+	if (rc == 0)
+		cm_err("%s: the damaged store was moved to %s/%s; starting with an empty store",
+		       st->dir, st->dir, aside);
+	return rc;
 }
 
 struct ckpt_store *ckpt_store_open(const struct ckpt_store_opts *opts)
@@ -182,27 +407,26 @@ struct ckpt_store *ckpt_store_open(const struct ckpt_store_opts *opts)
 		                            : strerror(errno));
 		goto fail;
 	}
-	int rc = mdb_env_create(&st->env);
-	if (rc == 0)
-		rc = mdb_env_set_mapsize(st->env, MAP_SIZE);
-	if (rc == 0)
-		rc = mdb_env_set_maxreaders(st->env, MAX_READERS);
-	if (rc == 0)
-		rc = mdb_env_open(st->env, opts->dir, MDB_NOTLS, 0600);
-	MDB_txn *txn = NULL;
-	if (rc == 0)
-		rc = mdb_txn_begin(st->env, NULL, 0, &txn);
-	if (rc == 0)
-		rc = mdb_dbi_open(txn, NULL, 0, &st->dbi);
-	if (rc == 0)
-		rc = mdb_txn_commit(txn);
-	else if (txn)
-		mdb_txn_abort(txn);
-	if (rc != 0) {
-		cm_err("--dir %s: cannot open the index: %s", opts->dir, mdb_strerror(rc));
+	const char *why = "";
+	int dmg = open_index(st, &why);
+	if (dmg == 1 && !opts->reset_corrupt) {
+		cm_err("--dir %s: the checkpoint store is damaged (%s); refusing it. "
+		       "--reset-corrupt-store moves it aside and starts empty",
+		       opts->dir, why);
 		goto fail;
 	}
-	if (sweep(st) < 0)
+	if (dmg == 1) {
+		cm_err("--dir %s: the checkpoint store is damaged (%s)", opts->dir, why);
+		if (st->env)
+			mdb_env_close(st->env);
+		st->env = NULL;
+		if (move_aside(st) < 0)
+			goto fail;
+		dmg = open_index(st, &why);
+		if (dmg == 1)
+			cm_err("--dir %s: the new store is damaged too (%s)", opts->dir, why);
+	}
+	if (dmg != 0)
 		goto fail;
 	return st;
 fail:
@@ -366,10 +590,10 @@ static int index_commit(struct ckpt_store *st, const struct ckpt_ref *ref,
 	if (rc != 0)
 		return rc;
 	struct index_val prev;
-	if (mdb_get(txn, st->dbi, &k, &old) == 0 && store_decode_val(&old, &prev) == 0)
+	if (mdb_get(txn, st->dbi, &k, &old) == 0 && store_decode_val(&k, &old, &prev) == 0)
 		strcpy(gone[(*ngone)++], prev.name);
 	v.mv_data = val;
-	v.mv_size = encode_val(val, iv);
+	v.mv_size = encode_val(val, key, k.mv_size, iv);
 	if ((rc = mdb_put(txn, st->dbi, &k, &v, 0)) != 0)
 		goto abort;
 
@@ -392,7 +616,7 @@ static int index_commit(struct ckpt_store *st, const struct ckpt_ref *ref,
 	     rc = mdb_cursor_get(cur, &ck, &cv, MDB_NEXT)) {
 		if (ck.mv_size != plen + 8 || memcmp(ck.mv_data, first, plen) != 0)
 			break;
-		if (store_decode_val(&cv, &prev) == 0 && *ngone < gone_cap)
+		if (store_decode_val(&ck, &cv, &prev) == 0 && *ngone < gone_cap)
 			strcpy(gone[(*ngone)++], prev.name);
 		if ((rc = mdb_cursor_del(cur, 0)) != 0)
 			goto abort;
@@ -401,7 +625,10 @@ static int index_commit(struct ckpt_store *st, const struct ckpt_ref *ref,
 	if (rc != 0 && rc != MDB_NOTFOUND)
 		goto abort;
 	mdb_cursor_close(cur);
-	return mdb_txn_commit(txn);
+	if ((rc = mdb_txn_commit(txn)) == 0)
+		/* A failure is logged; the commit stands, the next start refuses. */
+		write_index_sum(st);
+	return rc;
 abort:
 	if (cur)
 		mdb_cursor_close(cur);

@@ -23,15 +23,18 @@ struct ckpt_store_opts {
 	unsigned keep;      /* images kept per (job, rank), >= 1 */
 	int level;          /* zstd level */
 	uint64_t max_image; /* largest raw image accepted */
+	int reset_corrupt;  /* a damaged store is moved aside, not refused */
 };
 
 struct ckpt_store;
 struct store_upload;
 struct store_reader;
 
-/* Creates dir if missing, takes its lock (one server per directory), sweeps
- * leftovers, drops index entries whose file is gone. Returns NULL after
- * logging why. */
+/* Creates dir if missing, takes its lock (one server per directory),
+ * verifies the index (see ckpt_store.c: a damaged store is refused, or with
+ * reset_corrupt moved aside into DIR/corrupt-TIME-PID and replaced by an
+ * empty one), sweeps leftovers, drops index entries whose file is gone.
+ * Returns NULL after logging why. */
 struct ckpt_store *ckpt_store_open(const struct ckpt_store_opts *opts);
 /* Waits for a commit in progress, then closes. */
 void ckpt_store_close(struct ckpt_store *st);

@@ -16,8 +16,11 @@
  * then number, so a rank's images are adjacent and oldest first. */
 #define KEY_MAX (CKPT_JOB_MAX + 1 + 4 + 8)
 /* Value: raw size, compressed size, checksum, commit time (ns since the
- * epoch), all u64 LE, then the file name. */
-#define VAL_FIXED 32
+ * epoch), entry checksum, all u64 LE, then the file name. The entry
+ * checksum (FNV-1a over the key, then the value without it) ties a value to
+ * its key: a damaged entry is refused instead of naming another image. */
+#define VAL_FIXED 40
+#define VAL_SUM_OFF 32
 
 struct ckpt_store {
 	struct ckpt_store_opts opts;
@@ -35,7 +38,8 @@ struct index_val {
 
 /* The index key of (job, rank, number); returns its length. */
 size_t store_make_key(uint8_t *k, const char *job, uint32_t rank, uint64_t number);
-/* Index values come from disk: a name must be one of ours. 0, or -1. */
-int store_decode_val(const MDB_val *v, struct index_val *iv);
+/* Index entries come from disk: the entry checksum must match and the
+ * name must be one of ours. 0, or -1. */
+int store_decode_val(const MDB_val *k, const MDB_val *v, struct index_val *iv);
 
 #endif

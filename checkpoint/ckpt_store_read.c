@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -51,7 +52,7 @@ int store_reader_open(struct ckpt_store *st, const struct ckpt_ref *ref, struct 
 			info->number = 0;
 			for (int i = 0; i < 8; i++)
 				info->number = (info->number << 8) | kp[plen + i];
-			found = store_decode_val(&v, &iv) == 0 ? 1 : -1;
+			found = store_decode_val(&k, &v, &iv) == 0 ? 1 : -1;
 		}
 		mdb_cursor_close(cur);
 		mdb_txn_abort(txn);
@@ -63,11 +64,24 @@ int store_reader_open(struct ckpt_store *st, const struct ckpt_ref *ref, struct 
 		*why = "no committed image for this job and rank";
 		return CKPT_E_NOTFOUND;
 	}
-	if (found < 0 || fd < 0) {
-		cm_err("%s: image %s: %s", st->dir, found < 0 ? "(bad index entry)" : iv.name,
-		       found < 0 ? "unreadable" : strerror(errno));
+	if (found < 0) {
+		cm_err("%s: the index entry of %s rank %u fails its checksum", st->dir, ref->job,
+		       (unsigned)ref->rank);
+		*why = "the index entry of this image is damaged";
+		return CKPT_E_CORRUPT;
+	}
+	if (fd < 0) {
+		cm_err("%s: image %s: %s", st->dir, iv.name, strerror(errno));
 		*why = "cannot open the stored image";
 		return CKPT_E_STORAGE;
+	}
+	/* A file of another length was damaged: refused before a byte goes out. */
+	struct stat sb;
+	if (fstat(fd, &sb) < 0 || (uint64_t)sb.st_size != iv.compressed) {
+		cm_err("%s: image %s: not the size the index recorded", st->dir, iv.name);
+		close(fd);
+		*why = "the stored image fails its size or checksum";
+		return CKPT_E_CORRUPT;
 	}
 	struct store_reader *r = calloc(1, sizeof *r);
 	if (r)
