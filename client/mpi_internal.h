@@ -410,11 +410,14 @@ CM_HIDDEN int cm_mpi_check_recv(MPI_Comm comm, const void *buf, int count, MPI_D
                                 const struct cm_mpi_datatype **t);
 /* A receive's or probe's source and tag: an error class, or MPI_SUCCESS. */
 CM_HIDDEN int cm_mpi_check_source_tag(const struct cm_mpi_comm *c, int source, int tag);
-/* Asks the transport for a message (source, tag) of c's point-to-point
- * context, after a progress round when not blocking (MPI_Probe and
- * MPI_Mprobe alike). MPI_SUCCESS, or the error raised. */
-CM_HIDDEN int cm_mpi_probe_peer(struct cm_mpi_comm *c, int source, int tag, int blocking,
-                                struct cm_probe_result *res, const char *func);
+/* MPI_Probe/MPI_Iprobe, shared with the matched probes: checks the
+ * arguments (args_ok: the caller's own ones), answers MPI_PROC_NULL, asks
+ * the transport (after a progress round when not blocking), and fills
+ * *flag and *status. MPI_SUCCESS with *cp and *res (res->found 0 for
+ * MPI_PROC_NULL), or the error raised. */
+CM_HIDDEN int cm_mpi_probe(MPI_Comm comm, int source, int tag, int blocking, int args_ok, int *flag,
+                           MPI_Status *status, struct cm_mpi_comm **cp, struct cm_probe_result *res,
+                           const char *func);
 
 /* ---- collectives (mpi_coll.c) ---- */
 

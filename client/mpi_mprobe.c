@@ -99,41 +99,22 @@ static int bind(struct cm_mpi_comm *c, const struct cm_probe_result *res, MPI_Me
 static int mprobe(int source, int tag, MPI_Comm comm, int blocking, int *flag, MPI_Message *message,
                   MPI_Status *status, const char *func)
 {
-	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
-	if (!c)
-		return cm_mpi_raise(NULL, MPI_ERR_COMM, func);
-	int rc = cm_mpi_check_source_tag(c, source, tag);
-	if (!rc && (!message || (!blocking && !flag)))
-		rc = MPI_ERR_ARG;
-	if (rc)
-		return cm_mpi_raise(c, rc, func);
-	if (source == MPI_PROC_NULL) {
-		if (flag)
-			*flag = 1;
-		*message = MPI_MESSAGE_NO_PROC;
-		cm_mpi_status_proc_null(status);
-		return MPI_SUCCESS;
-	}
-	struct cm_probe_result res = {0};
-	rc = cm_mpi_probe_peer(c, source, tag, blocking, &res, func);
+	struct cm_mpi_comm *c;
+	struct cm_probe_result res;
+	int rc = cm_mpi_probe(comm, source, tag, blocking, message != NULL, flag, status, &c, &res,
+	                      func);
 	if (rc)
 		return rc;
-	if (flag)
-		*flag = res.found;
+	if (source == MPI_PROC_NULL) {
+		*message = MPI_MESSAGE_NO_PROC;
+		return MPI_SUCCESS;
+	}
 	if (!res.found) {
 		*message = MPI_MESSAGE_NULL;
 		return MPI_SUCCESS;
 	}
 	rc = bind(c, &res, message);
-	if (rc)
-		return cm_mpi_raise(c, rc, func);
-	if (status) {
-		status->MPI_SOURCE = cm_mpi_comm_rank_of(c, res.source);
-		status->MPI_TAG = res.tag;
-		status->cm_cancelled = 0;
-		status->cm_bytes = (MPI_Count)res.bytes;
-	}
-	return MPI_SUCCESS;
+	return rc ? cm_mpi_raise(c, rc, func) : MPI_SUCCESS;
 }
 
 int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status)

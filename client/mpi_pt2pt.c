@@ -417,9 +417,26 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, 
 
 /* ---- probes ---- */
 
-int cm_mpi_probe_peer(struct cm_mpi_comm *c, int source, int tag, int blocking,
-                      struct cm_probe_result *res, const char *func)
+int cm_mpi_probe(MPI_Comm comm, int source, int tag, int blocking, int args_ok, int *flag,
+                 MPI_Status *status, struct cm_mpi_comm **cp, struct cm_probe_result *res,
+                 const char *func)
 {
+	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
+	if (!c)
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, func);
+	int rc = cm_mpi_check_source_tag(c, source, tag);
+	if (!rc && (!args_ok || (!blocking && !flag)))
+		rc = MPI_ERR_ARG;
+	if (rc)
+		return cm_mpi_raise(c, rc, func);
+	*cp = c;
+	*res = (struct cm_probe_result){0};
+	if (source == MPI_PROC_NULL) {
+		if (flag)
+			*flag = 1;
+		cm_mpi_status_proc_null(status);
+		return MPI_SUCCESS;
+	}
 	struct cm_transport *tr = &cm_mpi.transport;
 	int peer = source == MPI_ANY_SOURCE ? CM_ANY_SOURCE : cm_mpi_world_rank(c, source);
 	if (!blocking && cm_mpi_progress(0) < 0)
@@ -427,39 +444,23 @@ int cm_mpi_probe_peer(struct cm_mpi_comm *c, int source, int tag, int blocking,
 	if (tr->probe(tr, peer, tag == MPI_ANY_TAG ? CM_ANY_TAG : tag, c->ctx_pt2pt, blocking,
 	              res) < 0)
 		return cm_mpi_raise(c, MPI_ERR_OTHER, func);
+	if (flag)
+		*flag = res->found;
+	if (res->found && status) {
+		status->MPI_SOURCE = cm_mpi_comm_rank_of(c, res->source);
+		status->MPI_TAG = res->tag;
+		status->cm_cancelled = 0;
+		status->cm_bytes = (MPI_Count)res->bytes;
+	}
 	return MPI_SUCCESS;
 }
 
 static int probe(int source, int tag, MPI_Comm comm, int blocking, int *flag, MPI_Status *status,
                  const char *func)
 {
-	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
-	if (!c)
-		return cm_mpi_raise(NULL, MPI_ERR_COMM, func);
-	int rc = cm_mpi_check_source_tag(c, source, tag);
-	if (!rc && !blocking && !flag)
-		rc = MPI_ERR_ARG;
-	if (rc)
-		return cm_mpi_raise(c, rc, func);
-	if (source == MPI_PROC_NULL) {
-		if (flag)
-			*flag = 1;
-		cm_mpi_status_proc_null(status);
-		return MPI_SUCCESS;
-	}
-	struct cm_probe_result res = {0};
-	rc = cm_mpi_probe_peer(c, source, tag, blocking, &res, func);
-	if (rc)
-		return rc;
-	if (flag)
-		*flag = res.found;
-	if (res.found && status) {
-		status->MPI_SOURCE = cm_mpi_comm_rank_of(c, res.source);
-		status->MPI_TAG = res.tag;
-		status->cm_cancelled = 0;
-		status->cm_bytes = (MPI_Count)res.bytes;
-	}
-	return MPI_SUCCESS;
+	struct cm_mpi_comm *c;
+	struct cm_probe_result res;
+	return cm_mpi_probe(comm, source, tag, blocking, 1, flag, status, &c, &res, func);
 }
 
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
