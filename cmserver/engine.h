@@ -33,6 +33,10 @@ struct cm_server_opts {
 #define CM_THREADS_MIN 1
 #define CM_THREADS_MAX 64
 #define CM_THREADS_DEFAULT 2
+
+/* Seconds between tries of a sender held back for log memory
+ * (cm_session_held), in every engine. */
+#define CM_HOLD_RETRY 0.001
 #define CM_ENV_CM_THREADS "CHANMEM_CM_THREADS"
 
 /* The sockets an engine accepts connections on, served alike (the core

@@ -134,7 +134,7 @@ static void on_accept(struct ev_loop *loop, ev_io *aw, int revents)
 		ev_io_init(&c->rw, eng_on_readable, fd, EV_READ);
 		ev_io_init(&c->ww, eng_on_writable, wfd, EV_WRITE);
 		ev_timer_init(&c->linger, eng_on_linger, CLOSE_LINGER, 0.);
-		ev_timer_init(&c->hold, eng_on_hold, HOLD_RETRY, HOLD_RETRY);
+		ev_timer_init(&c->hold, eng_on_hold, CM_HOLD_RETRY, CM_HOLD_RETRY);
 		c->rw.data = c->ww.data = c->linger.data = c->hold.data = c;
 		__atomic_add_fetch(&rd->load, 1, __ATOMIC_RELAXED);
 		pthread_mutex_lock(&e->reg_mu);

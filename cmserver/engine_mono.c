@@ -24,7 +24,6 @@
 
 #define READS_PER_EVENT 16 /* full-buffer reads before yielding to other sockets */
 #define CLOSE_LINGER 2.0   /* seconds a refused peer gets to read its ERROR */
-#define HOLD_RETRY 0.001   /* seconds between tries of a sender held back for memory */
 
 struct mono;
 
@@ -283,7 +282,7 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 		ev_io_init(&c->rw, on_readable, fd, EV_READ);
 		ev_io_init(&c->ww, on_writable, fd, EV_WRITE);
 		ev_timer_init(&c->linger, on_linger, CLOSE_LINGER, 0.);
-		ev_timer_init(&c->hold, on_hold, HOLD_RETRY, HOLD_RETRY);
+		ev_timer_init(&c->hold, on_hold, CM_HOLD_RETRY, CM_HOLD_RETRY);
 		c->rw.data = c->ww.data = c->linger.data = c->hold.data = c;
 		c->next = m->conns;
 		if (m->conns)

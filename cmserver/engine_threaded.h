@@ -15,7 +15,6 @@
 
 #define READS_PER_EVENT 16 /* full-buffer reads before yielding to other sockets */
 #define CLOSE_LINGER 2.0   /* seconds a refused peer gets to read its ERROR */
-#define HOLD_RETRY 0.001   /* seconds between tries of a sender held back for memory */
 
 /* Mailbox flags. */
 enum { R_WRITE_FAILED = 1, R_LINGER = 2, R_FINAL = 4, W_FLUSH = 1, W_CLOSE = 2 };

@@ -348,6 +348,17 @@ static void probe_reply(struct cm_dest *d, struct cm_session *to, uint64_t probe
 
 /* ---- the three operations ---- */
 
+/* Past three quarters of the bound (or always, force: a sender is held), a
+ * complete message nobody asked for yet goes to disk: its receiver may be
+ * held back itself, its requests queued behind a MSG, and only freeing
+ * memory lets it on. */
+static void spill_unasked(struct cm_core *core, struct cm_entry *e, bool force)
+{
+	if (!e->delivered && e->payload && !cm_buf_partial(e->payload) &&
+	    (force || cm_logmem_over(core->cfg.mem, 192)))
+		cm_spill_entry(core, e);
+}
+
 static void log_append(struct cm_core *core, struct cm_dest *d, struct cm_entry *e)
 {
 	e->seq = d->next_seq++;
@@ -393,11 +404,7 @@ bool cm_dest_add_msg(struct cm_core *core, struct cm_dest *d, struct cm_entry *e
 		return false;
 	}
 	log_append(core, d, e);
-	/* Past three quarters of the bound, a message nobody asked for yet
-	 * goes to disk at once: the receiver may be held back itself, its
-	 * requests queued behind a MSG, and only freeing memory lets it on. */
-	if (cm_logmem_over(core->cfg.mem, 192) && e->payload && !cm_buf_partial(e->payload))
-		cm_spill_entry(core, e);
+	spill_unasked(core, e, false);
 
 	if (d->nprobes > 0) {
 		/* Still undelivered: answer every blocking probe it satisfies. */
@@ -464,9 +471,7 @@ static void trim(struct cm_core *core, struct cm_dest *d, bool force)
 		 * it stays, as does an undelivered message (spilled, near the
 		 * bound, once complete). */
 		if (!e->delivered || cm_buf_partial(e->payload)) {
-			if (!e->delivered && e->payload && !cm_buf_partial(e->payload) &&
-			    (force || cm_logmem_over(core->cfg.mem, 192)))
-				cm_spill_entry(core, e);
+			spill_unasked(core, e, force);
 			if (++skipped > TRIM_SKIP_MAX && !force)
 				break;
 			prev = e;
