@@ -93,6 +93,53 @@ int cm_frame_domain(const struct cm_frame *f)
 	}
 }
 
+void cm_core_journal(struct cm_session *s, uint8_t kind, uint8_t flags, const struct cm_header *h,
+                     const void *data, size_t len)
+{
+	const struct cm_journal_ops *j = s->core->cfg.journal;
+	if (j == NULL)
+		return;
+	struct cm_jrec rec = {.kind = kind, .flags = flags, .session = s->id};
+	if (h)
+		rec.h = *h;
+	j->record(j->ctx, &rec, data, len);
+	s->journaled = true;
+}
+
+void cm_core_logged(struct cm_session *s)
+{
+	const struct cm_sender *snd = &s->core->senders[s->rank];
+	uint64_t next = snd->has ? snd->highest + 1 : 0;
+	if (snd->cut_buf && snd->cut_clock < next && cm_buf_partial(snd->cut_buf))
+		next = snd->cut_clock; /* accepted, but its payload is not all here */
+	struct cm_header h = {.type = CM_T_LOGGED, .src = s->rank, .dst = s->rank, .clock = next};
+	cm_core_emit_header(s, &h);
+}
+
+/* The frames whose dispatch changes state a recovered CM must rebuild (MSG
+ * is journaled by handle_msg, once it is known to be new). */
+static void journal_frame(struct cm_session *s, const struct cm_frame *f)
+{
+	uint8_t hello[CM_HELLO_PAYLOAD];
+	switch (f->h.type) {
+	case CM_T_HELLO:
+		cm_hello_encode(&f->hello, hello);
+		cm_core_journal(s, CM_J_FRAME, 0, &f->h, hello, sizeof hello);
+		break;
+	case CM_T_RECV_REQ:
+	case CM_T_PROBE:
+	case CM_T_CANCEL:
+		cm_core_journal(s, CM_J_FRAME, 0, &f->h, NULL, 0);
+		break;
+	case CM_T_EVENT:
+	case CM_T_TRIM:
+		cm_core_journal(s, CM_J_FRAME, 0, &f->h, f->event, f->h.len);
+		break;
+	default:
+		break;
+	}
+}
+
 static void handle_msg(struct cm_session *s, struct cm_frame *f)
 {
 	struct cm_core *core = s->core;
@@ -103,6 +150,10 @@ static void handle_msg(struct cm_session *s, struct cm_frame *f)
 	if (e == NULL && f->resume && cm_cut_resume(s, &f->h)) {
 		/* Its payload now fills the partial entry; a synchronous one is
 		 * answered like any re-send. */
+		if (s->fill) {
+			cm_core_journal(s, CM_J_MSG, CM_J_RESUME, &f->h, NULL, 0);
+			s->fill_ack = f->h.flags & CM_F_ACK;
+		}
 		if (f->h.flags & CM_F_SYNC && !cm_session_closing(s))
 			cm_dest_sync_duplicate(core, &core->dests[f->h.dst], s, &f->h);
 		return;
@@ -120,9 +171,16 @@ static void handle_msg(struct cm_session *s, struct cm_frame *f)
 			CM_STAT_ADD(core, msgs_duplicate, 1);
 		if (f->h.flags & CM_F_SYNC)
 			cm_dest_sync_duplicate(core, &core->dests[f->h.dst], s, &f->h);
+		if (f->h.flags & CM_F_ACK && !cm_session_closing(s))
+			cm_core_logged(s);
 		cm_entry_free(e);
 		return;
 	}
+	/* Journaled before anything can depend on it: with its payload, or
+	 * (cut-through) the bytes here so far, the rest as it fills. */
+	uint32_t have = f->cut ? e->payload->filled : e->len;
+	cm_core_journal(s, CM_J_MSG, f->cut ? CM_J_CUT : 0, &f->h, have ? e->payload->data : NULL,
+	                have);
 	if (e->flags & CM_F_SYNC) {
 		cm_session_ref(s);
 		e->sync_sess = s;
@@ -146,6 +204,9 @@ static void handle_msg(struct cm_session *s, struct cm_frame *f)
 		snd->cut_h = f->h;
 		snd->cut_orphan = false;
 		CM_STAT_ADD(core, msgs_cut_through, 1);
+		s->fill_ack = f->h.flags & CM_F_ACK; /* answered once it is all here */
+	} else if (f->h.flags & CM_F_ACK) {
+		cm_core_logged(s);
 	}
 	cm_dest_trim(core, d);
 }
@@ -266,6 +327,7 @@ void cm_core_dispatch(struct cm_session *s, struct cm_frame *f)
 		f->entry = NULL;
 		return;
 	}
+	journal_frame(s, f);
 	switch (f->h.type) {
 	case CM_T_HELLO:
 		cm_core_hello(s, f);

@@ -239,7 +239,10 @@ enum cm_sess_state {
 struct cm_session {
 	struct cm_core *core;
 	void *engine_data;
-	uint32_t refs; /* atomic */
+	uint64_t id;    /* cm_session_id */
+	bool journaled; /* something of it is in the journal (its close must be too) */
+	bool fill_ack;  /* the MSG being filled asked for LOGGED (CM_F_ACK) */
+	uint32_t refs;  /* atomic */
 	enum cm_sess_state state;
 	int32_t rank; /* -1 until authenticated */
 	uint32_t incarnation;
@@ -335,8 +338,17 @@ struct cm_core {
 	struct cm_sender *senders;
 	struct cm_session **rank_sess; /* live session per rank */
 	uint64_t delivered_kept;       /* bytes of delivered entries still kept */
+	uint64_t next_session_id;      /* atomic */
 	struct cm_core_stats stats;
 };
+
+/* core.c: hands a record to cfg.journal (nothing without one) and marks
+ * s as journaled. */
+void cm_core_journal(struct cm_session *s, uint8_t kind, uint8_t flags, const struct cm_header *h,
+                     const void *data, size_t len);
+/* LOGGED to the sender s: every MSG of its rank below the next expected
+ * clock is logged (SENDER(rank of s)). */
+void cm_core_logged(struct cm_session *s);
 
 /* core.c */
 _Static_assert(CM_PROBE_REPLY_PAYLOAD >= CM_EVENT_PAYLOAD_MAX,

@@ -37,6 +37,8 @@
 void cm_cut_advance(struct cm_session *s, uint32_t n)
 {
 	struct cm_buf *b = s->fill;
+	/* Journaled before the watermark lets a writer forward them. */
+	cm_core_journal(s, CM_J_FILL, 0, NULL, b->data + s->fill_got, n);
 	s->fill_got += n;
 	/* Bytes first, then the watermark, then the flag (see above). */
 	__atomic_store_n(&b->filled, s->fill_got, __ATOMIC_SEQ_CST);
@@ -107,6 +109,9 @@ void cm_session_fill_notify(struct cm_session *s)
 		cm_cut_waiters_free(b);
 		cm_buf_unref(b);
 		s->fill = NULL;
+		if (s->fill_ack && !cm_session_closing(s))
+			cm_core_logged(s);
+		s->fill_ack = false;
 	}
 }
 
@@ -134,8 +139,9 @@ void cm_cut_orphan(struct cm_session *s)
 
 static bool same_message(const struct cm_header *a, const struct cm_header *b)
 {
+	/* CM_F_ACK is the sender's request for an answer, not the message. */
 	return a->dst == b->dst && a->tag == b->tag && a->ctx == b->ctx && a->len == b->len &&
-	       a->flags == b->flags;
+	       (a->flags & ~CM_F_ACK) == (b->flags & ~CM_F_ACK);
 }
 
 bool cm_cut_resume(struct cm_session *s, const struct cm_header *h)
