@@ -106,6 +106,47 @@ void cm_core_journal(struct cm_session *s, uint8_t kind, uint8_t flags, const st
 	s->journaled = true;
 }
 
+void cm_core_journal_extent(struct cm_session *s, uint8_t kind, uint8_t flags,
+                            const struct cm_header *h, struct cm_buf *b, uint32_t from, uint32_t to)
+{
+	const struct cm_journal_ops *j = s->core->cfg.journal;
+	if (j == NULL)
+		return;
+	if (to > from)
+		j->write_extent(j->ctx, b->extent, b->data, from, to);
+	struct cm_jrec rec = {.kind = kind,
+	                      .flags = flags | CM_J_EXTENT,
+	                      .session = s->id,
+	                      .extent = b->extent,
+	                      .valid = to};
+	if (h)
+		rec.h = *h;
+	j->record(j->ctx, &rec, NULL, 0);
+	s->journaled = true;
+}
+
+/* An accepted MSG, before anything can depend on it: with its payload, or
+ * (cut-through) the bytes here so far, the rest as it fills. A large one
+ * gets an extent; a cut-through one then shows writers only what is in it. */
+static void journal_msg(struct cm_session *s, const struct cm_frame *f, struct cm_entry *e)
+{
+	const struct cm_journal_ops *j = s->core->cfg.journal;
+	if (j == NULL)
+		return;
+	struct cm_buf *b = e->payload;
+	uint32_t have = f->cut ? b->filled : e->len;
+	uint8_t flags = f->cut ? CM_J_CUT : 0;
+	if (b && b->aligned && j->reserve) {
+		b->extent = j->reserve(j->ctx, e->len);
+		uint32_t durable = cm_buf_durable(b, have);
+		if (f->cut)
+			b->filled = durable; /* not shared yet */
+		cm_core_journal_extent(s, CM_J_MSG, flags, &f->h, b, 0, durable);
+		return;
+	}
+	cm_core_journal(s, CM_J_MSG, flags, &f->h, have ? b->data : NULL, have);
+}
+
 void cm_core_logged(struct cm_session *s)
 {
 	const struct cm_sender *snd = &s->core->senders[s->rank];
@@ -176,11 +217,7 @@ static void handle_msg(struct cm_session *s, struct cm_frame *f)
 		cm_entry_free(e);
 		return;
 	}
-	/* Journaled before anything can depend on it: with its payload, or
-	 * (cut-through) the bytes here so far, the rest as it fills. */
-	uint32_t have = f->cut ? e->payload->filled : e->len;
-	cm_core_journal(s, CM_J_MSG, f->cut ? CM_J_CUT : 0, &f->h, have ? e->payload->data : NULL,
-	                have);
+	journal_msg(s, f, e);
 	if (e->flags & CM_F_SYNC) {
 		cm_session_ref(s);
 		e->sync_sess = s;

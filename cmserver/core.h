@@ -156,18 +156,34 @@ enum cm_jrec_kind {
 	CM_J_CLOSED = 4 /* the session's connection ended */
 };
 enum cm_jrec_flags {
-	CM_J_CUT = 1u << 0,   /* CM_J_MSG: dispatched at its header, filled later */
-	CM_J_RESUME = 1u << 1 /* CM_J_MSG: a re-send resuming a partial payload */
+	CM_J_CUT = 1u << 0,    /* CM_J_MSG: dispatched at its header, filled later */
+	CM_J_RESUME = 1u << 1, /* CM_J_MSG: a re-send resuming a partial payload */
+	CM_J_EXTENT = 1u << 2  /* CM_J_MSG, CM_J_FILL: the bytes are in the payload's extent */
 };
 struct cm_jrec {
 	uint8_t kind, flags;
 	uint64_t session;   /* the session's id (cm_session_id) */
 	struct cm_header h; /* CM_J_FRAME, CM_J_MSG */
+	/* CM_J_EXTENT: where the payload's extent is, and how many of its
+	 * bytes (from the start) are written there now. */
+	uint64_t extent;
+	uint32_t valid;
 };
+/* A large payload (a page-aligned buffer) is not copied into the record
+ * stream: it gets an extent of its own, written straight from the log
+ * buffer (direct I/O), and the records say how much of it is valid. */
+#define CM_JOURNAL_PAGE 4096u
 struct cm_journal_ops {
 	/* Appends rec and its data (len bytes). Called in the domains of the
 	 * input it records, from any thread; keeps the call order. */
 	void (*record)(void *ctx, const struct cm_jrec *rec, const void *data, size_t len);
+	/* An extent for a payload of len bytes (rounded up to a page). */
+	uint64_t (*reserve)(void *ctx, uint32_t len);
+	/* Writes base[from, to) to the extent (from a multiple of
+	 * CM_JOURNAL_PAGE; to one too, or the payload's end: the buffer is
+	 * rounded up to a page). Returns once the bytes are in the file. */
+	void (*write_extent)(void *ctx, uint64_t extent, const uint8_t *base, uint32_t from,
+	                     uint32_t to);
 	void *ctx;
 };
 

@@ -37,12 +37,23 @@
 void cm_cut_advance(struct cm_session *s, uint32_t n)
 {
 	struct cm_buf *b = s->fill;
-	/* Journaled before the watermark lets a writer forward them. */
-	cm_core_journal(s, CM_J_FILL, 0, NULL, b->data + s->fill_got, n);
+	uint32_t shown = s->fill_got + n;
+	/* Journaled before the watermark lets a writer forward them: in the
+	 * payload's extent a page at a time, or copied into the record. */
+	if (b->extent != CM_NO_EXTENT) {
+		uint32_t was = cm_buf_filled(b);
+		shown = cm_buf_durable(b, shown);
+		if (shown > was)
+			cm_core_journal_extent(s, CM_J_FILL, 0, NULL, b, was, shown);
+	} else {
+		cm_core_journal(s, CM_J_FILL, 0, NULL, b->data + s->fill_got, n);
+	}
 	s->fill_got += n;
+	if (shown == cm_buf_filled(b))
+		return; /* less than a page more: nothing new to show */
 	/* Bytes first, then the watermark, then the flag (see above). */
-	__atomic_store_n(&b->filled, s->fill_got, __ATOMIC_SEQ_CST);
-	if (s->fill_got == b->len || __atomic_exchange_n(&b->parked, 0, __ATOMIC_SEQ_CST))
+	__atomic_store_n(&b->filled, shown, __ATOMIC_SEQ_CST);
+	if (shown == b->len || __atomic_exchange_n(&b->parked, 0, __ATOMIC_SEQ_CST))
 		s->fill_notify = true;
 }
 

@@ -1,15 +1,20 @@
 /* The journal file (journal.h).
  *
- * Layout: a 16-byte file header ("chanmemJ", u32 version, u32 the
+ * Two files. FILE holds records: a 16-byte file header ("chanmemJ", u32 version, u32 the
  * cut-through size the records were written with), then records:
  *
- *   u64 length of what follows | u8 kind | u8 flags | u16 0 | u32 0 |
- *   u64 session id | [32-byte frame header: FRAME, MSG] | data
+ *   u64 length of what follows | u8 kind | u8 flags | u16 0 | u32 valid |
+ *   u64 session id | u64 extent | [32-byte frame header: FRAME, MSG] | data
  *
- * all little-endian. Small records collect in a buffer that is written
- * before any output leaves the CM (cm_journal_flush); a record with a large
- * payload is written at once, from the log's own buffer, together with
- * what is buffered (one writev). One mutex keeps the file in the order the
+ * all little-endian. FILE.data holds the extents of large payloads, each
+ * a whole number of pages, written with direct I/O straight from the
+ * page-aligned log buffers (no copy into the page cache, and no dirty
+ * pages for the kernel to throttle a long run on); a record says how much
+ * of an extent is valid only after those bytes are written.
+ *
+ * Small records collect in a buffer that is written before any output
+ * leaves the CM (cm_journal_flush); one with more data is written at once,
+ * together with what is buffered (one writev). One mutex keeps the file in the order the
  * core handed records over, which is the order it applied them in each of
  * its domains. */
 #include "config.h"
@@ -22,6 +27,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -35,12 +41,17 @@
 #define FILE_MAGIC "chanmemJ"
 #define FILE_VERSION 1
 #define FILE_HEADER 16
-#define REC_PREFIX 24
+#define REC_PREFIX 32
+#define PAGE CM_JOURNAL_PAGE
 #define BUF_SIZE (256u * 1024)
 #define INLINE_MAX (8u * 1024) /* larger data is written straight from the caller */
 
 struct cm_journal {
 	int fd;
+	/* FILE.data: with O_DIRECT when the file system takes it, and
+	 * buffered for what is not page-aligned. */
+	int data_direct, data_buffered;
+	uint64_t data_end; /* atomic: where the next extent goes */
 	char *path;
 	uint32_t cut_through_min;
 	pthread_mutex_t mu;
@@ -84,7 +95,9 @@ static void record(void *ctx, const struct cm_jrec *rec, const void *data, size_
 	memset(head, 0, sizeof head);
 	head[8] = rec->kind;
 	head[9] = rec->flags;
+	cm_put_u32(head + 12, rec->valid);
 	cm_put_u64(head + 16, rec->session);
+	cm_put_u64(head + 24, rec->extent);
 	if (rec->kind == CM_J_FRAME || rec->kind == CM_J_MSG) {
 		cm_header_encode(&rec->h, head + REC_PREFIX);
 		hl += CM_HEADER_SIZE;
@@ -111,6 +124,43 @@ static void record(void *ctx, const struct cm_jrec *rec, const void *data, size_
 		__atomic_store_n(&j->pending, false, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&j->mu);
+}
+
+static uint64_t reserve(void *ctx, uint32_t len)
+{
+	struct cm_journal *j = ctx;
+	uint64_t pages = ((uint64_t)len + PAGE - 1) & ~(uint64_t)(PAGE - 1);
+	return __atomic_fetch_add(&j->data_end, pages, __ATOMIC_RELAXED);
+}
+
+static void write_extent(void *ctx, uint64_t extent, const uint8_t *base, uint32_t from,
+                         uint32_t to)
+{
+	struct cm_journal *j = ctx;
+	/* The log buffer is rounded up to a page: its tail is written too. */
+	uint64_t end = ((uint64_t)to + PAGE - 1) & ~(uint64_t)(PAGE - 1);
+	const uint8_t *p = base + from;
+	uint64_t off = extent + from, left = end - from;
+	bool direct =
+	    j->data_direct >= 0 && ((uintptr_t)p & (PAGE - 1)) == 0 && (off & (PAGE - 1)) == 0;
+	while (left > 0) {
+		ssize_t w = pwrite(direct ? j->data_direct : j->data_buffered, p,
+		                   left > (1u << 30) ? (1u << 30) : (size_t)left, (off_t)off);
+		if (w < 0 && errno == EINVAL && direct) {
+			direct = false; /* this file system refuses direct I/O after all */
+			continue;
+		}
+		if (w <= 0) {
+			if (w < 0 && errno == EINTR)
+				continue;
+			cm_err("journal %s.data: %s: stopping, the log could not be kept", j->path,
+			       w < 0 ? strerror(errno) : "nothing written");
+			_exit(1);
+		}
+		p += w;
+		off += (uint64_t)w;
+		left -= (uint64_t)w;
+	}
 }
 
 void cm_journal_flush(struct cm_journal *j)
@@ -174,19 +224,39 @@ struct cm_journal *cm_journal_open(const char *path, uint32_t cut_through_min, c
 		close(fd);
 		return NULL;
 	}
+	char data_path[PATH_MAX];
+	if (snprintf(data_path, sizeof data_path, "%s.data", path) >= (int)sizeof data_path) {
+		snprintf(err, errlen, "--journal %s: name too long", path);
+		close(fd);
+		return NULL;
+	}
+	int data_buffered = open(data_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	struct stat dst;
+	if (data_buffered < 0 || fstat(data_buffered, &dst) < 0) {
+		snprintf(err, errlen, "--journal %s: %s", data_path, strerror(errno));
+		if (data_buffered >= 0)
+			close(data_buffered);
+		close(fd);
+		return NULL;
+	}
 	struct cm_journal *j = calloc(1, sizeof *j);
 	if (j == NULL || (j->buf = malloc(BUF_SIZE)) == NULL || (j->path = strdup(path)) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		if (j)
 			free(j->buf);
 		free(j);
+		close(data_buffered);
 		close(fd);
 		return NULL;
 	}
 	j->fd = fd;
+	j->data_buffered = data_buffered;
+	j->data_direct = open(data_path, O_RDWR | O_DIRECT | O_CLOEXEC);
+	j->data_end = ((uint64_t)dst.st_size + PAGE - 1) & ~(uint64_t)(PAGE - 1);
 	j->cut_through_min = cut_through_min;
 	pthread_mutex_init(&j->mu, NULL);
-	j->ops = (struct cm_journal_ops){.record = record, .ctx = j};
+	j->ops = (struct cm_journal_ops){
+	    .record = record, .reserve = reserve, .write_extent = write_extent, .ctx = j};
 	return j;
 }
 
@@ -203,6 +273,15 @@ int cm_journal_recover(struct cm_journal *j, struct cm_core *core)
 	const uint8_t *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, j->fd, 0);
 	if (map == MAP_FAILED) {
 		cm_err("journal %s: %s", j->path, strerror(errno));
+		return -1;
+	}
+	struct stat dst;
+	size_t dsize = fstat(j->data_buffered, &dst) == 0 ? (size_t)dst.st_size : 0;
+	const uint8_t *dmap = NULL;
+	if (dsize &&
+	    (dmap = mmap(NULL, dsize, PROT_READ, MAP_PRIVATE, j->data_buffered, 0)) == MAP_FAILED) {
+		cm_err("journal %s.data: %s", j->path, strerror(errno));
+		munmap((void *)map, size);
 		return -1;
 	}
 	madvise((void *)map, size, MADV_SEQUENTIAL);
@@ -223,7 +302,9 @@ int cm_journal_recover(struct cm_journal *j, struct cm_core *core)
 		size_t body = (size_t)len - (REC_PREFIX - 8);
 		struct cm_jrec rec = {.kind = map[off + 8],
 		                      .flags = map[off + 9],
-		                      .session = cm_get_u64(map + off + 16)};
+		                      .valid = cm_get_u32(map + off + 12),
+		                      .session = cm_get_u64(map + off + 16),
+		                      .extent = cm_get_u64(map + off + 24)};
 		const char *why = NULL;
 		if (rec.kind == CM_J_FRAME || rec.kind == CM_J_MSG) {
 			if (body < CM_HEADER_SIZE ||
@@ -231,6 +312,13 @@ int cm_journal_recover(struct cm_journal *j, struct cm_core *core)
 				why = "a record with a bad frame header";
 			p += CM_HEADER_SIZE;
 			body -= CM_HEADER_SIZE;
+		}
+		if (why == NULL && rec.flags & CM_J_EXTENT) {
+			/* Written before the record that says so. */
+			if (body != 0 || rec.extent > dsize || rec.valid > dsize - rec.extent)
+				why = "an extent the data file does not hold";
+			p = dmap ? dmap + rec.extent : NULL;
+			body = rec.valid;
 		}
 		if (why == NULL && cm_recovery_apply(r, &rec, p, body, &why) == 0) {
 			off += 8 + (size_t)len;
@@ -241,6 +329,8 @@ int cm_journal_recover(struct cm_journal *j, struct cm_core *core)
 		break;
 	}
 	munmap((void *)map, size);
+	if (dmap)
+		munmap((void *)dmap, dsize);
 	if (rc == 0 && off < size) {
 		/* Cut before cm_recovery_end appends the closes. */
 		cm_info("journal %s: dropping the last %zu bytes (a record the CM was writing when "
@@ -266,6 +356,9 @@ void cm_journal_close(struct cm_journal *j)
 		return;
 	cm_journal_flush(j);
 	close(j->fd);
+	close(j->data_buffered);
+	if (j->data_direct >= 0)
+		close(j->data_direct);
 	pthread_mutex_destroy(&j->mu);
 	free(j->buf);
 	free(j->path);

@@ -148,6 +148,8 @@ static int apply_msg(struct cm_recovery *r, struct cm_session *s, const struct c
 	}
 	if (len)
 		memcpy(e->payload->data, data, len);
+	if (rec->flags & CM_J_EXTENT)
+		e->payload->extent = rec->extent; /* a resumed fill goes on writing it */
 	if (cut) {
 		/* As input.c leaves a cut-through MSG at its header. */
 		e->payload->filled = (uint32_t)len;
@@ -164,7 +166,10 @@ static int apply_msg(struct cm_recovery *r, struct cm_session *s, const struct c
 	return 0;
 }
 
-static int apply_fill(struct cm_session *s, const uint8_t *data, size_t len, const char **why)
+/* Inline records carry the new bytes; extent records the extent from its
+ * start up to what is valid. */
+static int apply_fill(struct cm_session *s, const struct cm_jrec *rec, const uint8_t *data,
+                      size_t len, const char **why)
 {
 	struct cm_buf *b = s->fill;
 	if (b == NULL) {
@@ -174,6 +179,16 @@ static int apply_fill(struct cm_session *s, const uint8_t *data, size_t len, con
 	/* A resumed re-send's prefix was compared, not journaled. */
 	if (s->fill_got < s->fill_verify)
 		s->fill_got = s->fill_verify;
+	if (rec->flags & CM_J_EXTENT) {
+		if (len > b->len || len < s->fill_got) {
+			*why = "an extent record that does not fit the message it fills";
+			return -1;
+		}
+		data += s->fill_got;
+		len -= s->fill_got;
+		if (len == 0)
+			return 0;
+	}
 	if (len > b->len - s->fill_got) {
 		*why = "more payload bytes than the message has";
 		return -1;
@@ -234,7 +249,7 @@ int cm_recovery_apply(struct cm_recovery *r, const struct cm_jrec *rec, const ui
 		rc = apply_msg(r, s, rec, data, len, why);
 		break;
 	case CM_J_FILL:
-		rc = apply_fill(s, data, len, why);
+		rc = apply_fill(s, rec, data, len, why);
 		break;
 	default:
 		*why = "an unknown record kind";

@@ -82,7 +82,8 @@ static void master(int tasks)
 		}
 		sum = sum * 31 + results[t];
 		if (t % 50 == 49)
-			printf("tasks %d..%d: checksum %016llx\n", t - 49, t, (unsigned long long)sum);
+			printf("tasks %d..%d: checksum %016llx\n", t - 49, t,
+			       (unsigned long long)sum);
 	}
 	printf("master: %d tasks, all results right, checksum %016llx\n", tasks,
 	       (unsigned long long)sum);
@@ -162,8 +163,9 @@ int main(int argc, char **argv)
 		stencil(n);
 	} else {
 		if (rank == 0)
-			fprintf(stderr, "usage: cm_death master TASKS | stencil ITERATIONS (master: "
-			                "2 ranks or more)\n");
+			fprintf(stderr,
+			        "usage: cm_death master TASKS | stencil ITERATIONS (master: "
+			        "2 ranks or more)\n");
 		MPI_Finalize();
 		return 2;
 	}
