@@ -6,6 +6,7 @@
 
 #include "core.h"
 #include "engine.h"
+#include "journal.h"
 #include "logmem.h"
 #include "spill.h"
 
@@ -113,6 +114,10 @@ static void usage(FILE *out)
 	    "                       arrives (cut-through): matched at its header, its DELIVER\n"
 	    "                       sent in pieces from the log buffer (default 256KiB;\n"
 	    "                       0 = off: store the whole payload, then forward)\n"
+	    "  --journal FILE       append every input that changes the CM's state to FILE\n"
+	    "                       before answering, and first recover the state FILE\n"
+	    "                       holds: a CM restarted on the same FILE goes on where\n"
+	    "                       the dead one stopped (cmrun --cm-restart passes it)\n"
 	    "  --world-size N       the job's ranks (cmrun passes it): a HELLO with another\n"
 	    "                       world size is refused. Without it the first accepted\n"
 	    "                       HELLO sets it, up to %d\n"
@@ -209,7 +214,8 @@ int main(int argc, char **argv)
 		OPT_CUT_THROUGH,
 		OPT_WORLD_SIZE,
 		OPT_SECRET,
-		OPT_VERSION
+		OPT_VERSION,
+		OPT_JOURNAL
 	};
 	static const struct option longopts[] = {
 	    {"mode", required_argument, NULL, OPT_MODE},
@@ -221,6 +227,7 @@ int main(int argc, char **argv)
 	    {"max-message", required_argument, NULL, OPT_MAX_MESSAGE},
 	    {"log-mem", required_argument, NULL, OPT_LOG_MEM},
 	    {"spill-dir", required_argument, NULL, OPT_SPILL_DIR},
+	    {"journal", required_argument, NULL, OPT_JOURNAL},
 	    {"no-spill", no_argument, NULL, OPT_NO_SPILL},
 	    {"cut-through-min", required_argument, NULL, OPT_CUT_THROUGH},
 	    {"world-size", required_argument, NULL, OPT_WORLD_SIZE},
@@ -233,7 +240,7 @@ int main(int argc, char **argv)
 	const char *threads_text = NULL, *threads_from = "--threads";
 	const char *mode = "mono", *listen_text = "127.0.0.1:0", *secret_file = NULL;
 	long ready_fd = -1, report_fd = -1;
-	const char *spill_dir = NULL;
+	const char *spill_dir = NULL, *journal_path = NULL;
 	bool no_spill = false, no_unix = false;
 	int verbosity = 0;
 	struct cm_server_opts opts = {.max_message = CM_DEFAULT_MAX_PAYLOAD,
@@ -271,6 +278,11 @@ int main(int argc, char **argv)
 			break;
 		case OPT_SPILL_DIR:
 			spill_dir = optarg;
+			break;
+		case OPT_JOURNAL:
+			if (*optarg == '\0')
+				bad_usage("--journal takes a file name, not an empty one");
+			journal_path = optarg;
 			break;
 		case OPT_NO_SPILL:
 			no_spill = true;
@@ -387,6 +399,16 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	opts.mem = mem;
+	if (journal_path) {
+		char why[256 + PATH_MAX];
+		opts.journal = cm_journal_open(journal_path, opts.cut_through_min, why, sizeof why);
+		if (opts.journal == NULL) {
+			cm_err("%s", why);
+			cm_spill_store_close(spill);
+			cm_logmem_free(mem);
+			return 1;
+		}
+	}
 
 	struct cm_listeners ls = {.n = 0};
 	char where[32 + CM_ADDR_TEXT_MAX];
@@ -419,6 +441,7 @@ int main(int argc, char **argv)
 	 * frees their disk space, seconds for a long log: said first. */
 	if (spill)
 		cm_monitor_stopping(opts.monitor);
+	cm_journal_close(opts.journal);
 	cm_spill_store_close(spill);
 	cm_logmem_log_summary(mem);
 	cm_logmem_free(mem);
