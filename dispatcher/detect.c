@@ -237,7 +237,7 @@ unsigned long long detect_events_replayed(const struct job *job)
 {
 	unsigned long long sum = 0;
 	for (int i = 0; i < job->ncms; i++)
-		sum += job->cms[i].events_replayed;
+		sum += job->cms[i].events_replayed + job->cms[i].events_replayed_before;
 	return sum;
 }
 
@@ -245,7 +245,7 @@ unsigned long long detect_replayed(const struct job *job)
 {
 	unsigned long long sum = 0;
 	for (int i = 0; i < job->ncms; i++)
-		sum += job->cms[i].replayed;
+		sum += job->cms[i].replayed + job->cms[i].replayed_before;
 	return sum;
 }
 

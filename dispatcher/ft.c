@@ -34,6 +34,11 @@ static uint64_t next_random(struct job *job)
 	return x * 0x2545F4914F6CDD1Dull;
 }
 
+uint64_t ft_random(struct job *job)
+{
+	return next_random(job);
+}
+
 /* "1.5MiB": the status line's byte counts. */
 static void format_bytes(unsigned long long n, char *buf, size_t len)
 {
@@ -77,12 +82,16 @@ static void format_logs(const struct job *job, char *buf, size_t len)
 
 static void show_status(struct job *job, bool final)
 {
-	char line[320], logs[160];
+	char line[352], logs[160];
 	format_logs(job, logs, sizeof logs);
 	snprintf(line, sizeof line,
 	         "cmrun: ranks running %d/%d, restarts %d, %s, replayed %llu, injected kills %d",
 	         job->ranks_running, job->nprocs, job->restarts_total, logs, detect_replayed(job),
 	         job->kills_done);
+	if (job->opts->cm_restart) {
+		size_t l = strlen(line);
+		snprintf(line + l, sizeof line - l, ", CM restarts %d", job->cm_restarts_total);
+	}
 	output_status(line, final);
 	job->status_shown = !final;
 }
@@ -203,6 +212,7 @@ void ft_start(struct job *job)
 		job->kill_host_timer.data = job;
 		ev_timer_start(job->loop, &job->kill_host_timer);
 	}
+	cmft_start(job);
 	detect_start(job);
 	/* On a terminal by default; never when asked not to. */
 	job->status_on = !o->no_status && (o->status || isatty(STDERR_FILENO));
@@ -222,6 +232,7 @@ void ft_stop(struct job *job)
 		ev_timer_stop(job->loop, &job->kill_at_timer);
 	if (o->kill_host >= 0)
 		ev_timer_stop(job->loop, &job->kill_host_timer);
+	cmft_stop(job);
 	detect_stop(job);
 	if (job->status_on)
 		ev_timer_stop(job->loop, &job->status_timer);
@@ -421,8 +432,11 @@ void ft_report(struct job *job)
 		failed_ranks += r->injected_kills + r->other_failures > 0;
 	}
 	int cm_failures = 0;
-	for (int i = 0; i < job->ncms; i++)
-		cm_failures += job->cms[i].died;
+	for (int i = 0; i < job->ncms; i++) {
+		const struct cm_proc *cm = &job->cms[i];
+		int deaths = cm->injected_kills + cm->other_deaths;
+		cm_failures += deaths ? deaths : cm->died;
+	}
 	output_message("fault report: %d injected kill%s, %d other rank failure%s, %d restart%s "
 	               "over %d rank%s, %d cmserver failure%s",
 	               injected, injected == 1 ? "" : "s", other, other == 1 ? "" : "s",
@@ -436,6 +450,7 @@ void ft_report(struct job *job)
 		describe_wait_status(cm->wait_status, how, sizeof how);
 		output_message("  cmserver %d %s during the run", cm->index, how);
 	}
+	cmft_report(job);
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct rank_proc *r = &job->ranks[i];
 		if (r->injected_kills + r->other_failures == 0)

@@ -1,0 +1,26 @@
+#!/bin/sh
+# Stands in for cmserver (CHANMEM_CMSERVER points here) in the --cm-restart
+# tests: appends its command line to $CM_ARGS_FILE (one CM start per line),
+# creates the --journal file it is given (so the test sees the journal
+# directory emptied and removed), and becomes the real cmserver ($CMSERVER),
+# without --journal when that cmserver does not take it.
+printf '%s\n' "$*" >>"$CM_ARGS_FILE"
+takes=no
+"$CMSERVER" --help 2>/dev/null | grep -q -- '--journal' && takes=yes
+n=$#
+i=0
+while [ "$i" -lt "$n" ]; do
+	a=$1
+	shift
+	i=$((i + 1))
+	if [ "$a" = --journal ]; then
+		j=$1
+		shift
+		i=$((i + 1))
+		: >>"$j" || exit 1
+		[ "$takes" = yes ] && set -- "$@" --journal "$j"
+		continue
+	fi
+	set -- "$@" "$a"
+done
+exec "$CMSERVER" "$@"
