@@ -261,7 +261,10 @@ void cmft_stop(struct job *job)
 
 void cmft_report(struct job *job)
 {
-	if (!job->opts->cm_restart)
+	int died = 0;
+	for (int i = 0; i < job->ncms; i++)
+		died += job->cms[i].injected_kills + job->cms[i].other_deaths;
+	if (died == 0)
 		return;
 	output_message("  channel memories: %d restart%s", job->cm_restarts_total,
 	               job->cm_restarts_total == 1 ? "" : "s");

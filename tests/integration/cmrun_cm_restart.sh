@@ -105,6 +105,15 @@ expect_status 124 "timeout"
 expect_journal_gone "timeout"
 rm -f "$CM_ARGS_FILE"
 
+note "... after a SIGTERM to cmrun once the CM was restarted"
+start_cmrun -n 1 -v --cm-restart --kill-cm-at 0:10ms sleep 30
+wait_lines 30 "$CM_ARGS_FILE" 2 || fail "the CM was not restarted: $(cat "$T/err")"
+kill -TERM "$CMRUN_PID"
+wait_cmrun
+expect_status 143 "SIGTERM"
+expect_journal_gone "SIGTERM"
+rm -f "$CM_ARGS_FILE"
+
 note "--kill-cm-every, seeded: the CM is killed and restarted --kill-count times"
 WANT=2 run_cmrun -n 2 -v --cm-restart --kill-cm-every 200ms --kill-count 2 --seed 5 \
 	sh -c "$WAIT_RANK"
