@@ -270,27 +270,13 @@ void cmft_report(struct job *job)
 	               job->cm_restarts_total == 1 ? "" : "s");
 	for (int i = 0; i < job->ncms; i++) {
 		const struct cm_proc *cm = &job->cms[i];
-		char deaths[192] = "", down[128] = "";
-		size_t off = 0;
+		char deaths[192], down[128];
 		if (cm->injected_kills + cm->other_deaths == 0)
 			continue;
-		if (cm->injected_kills)
-			off += (size_t)snprintf(deaths, sizeof deaths, "%d injected kill%s",
-			                        cm->injected_kills,
-			                        cm->injected_kills == 1 ? "" : "s");
-		if (cm->other_deaths && off < sizeof deaths)
-			snprintf(deaths + off, sizeof deaths - off, "%s%d death%s (%s%s)",
-			         off ? ", " : "", cm->other_deaths,
-			         cm->other_deaths == 1 ? "" : "s",
-			         cm->other_deaths == 1 ? "" : "first: ", cm->first_death);
-		if (cm->down_count == 1)
-			snprintf(down, sizeof down, "; listening again %.3f s after its death",
-			         cm->down_total);
-		else if (cm->down_count > 1)
-			snprintf(
-			    down, sizeof down,
-			    "; listening again %.3f s after a death on average, %.3f s at most",
-			    cm->down_total / cm->down_count, cm->down_max);
+		ft_describe_failures(cm->injected_kills, cm->other_deaths, "death", cm->first_death,
+		                     deaths, sizeof deaths);
+		ft_describe_down("listening again", "death", cm->down_count, cm->down_total,
+		                 cm->down_max, down, sizeof down);
 		output_message("  cmserver %d: %s; %d restart%s%s", cm->index, deaths, cm->restarts,
 		               cm->restarts == 1 ? "" : "s", down);
 	}

@@ -404,18 +404,28 @@ void ft_rank_crashed(struct job *job, struct rank_proc *r, int sig, unsigned lon
 	r->crash_progress = progress;
 }
 
-/* "1 injected kill, 2 other failures (first: killed by signal SIGSEGV)" */
-static void describe_failures(const struct rank_proc *r, char *buf, size_t len)
+void ft_describe_failures(int injected, int other, const char *noun, const char *first, char *buf,
+                          size_t len)
 {
 	size_t off = 0;
 	buf[0] = '\0';
-	if (r->injected_kills)
-		off += (size_t)snprintf(buf, len, "%d injected kill%s", r->injected_kills,
-		                        r->injected_kills == 1 ? "" : "s");
-	if (r->other_failures && off < len)
-		snprintf(buf + off, len - off, "%s%d failure%s (%s%s)", off ? ", " : "",
-		         r->other_failures, r->other_failures == 1 ? "" : "s",
-		         r->other_failures == 1 ? "" : "first: ", r->first_failure);
+	if (injected)
+		off += (size_t)snprintf(buf, len, "%d injected kill%s", injected,
+		                        injected == 1 ? "" : "s");
+	if (other && off < len)
+		snprintf(buf + off, len - off, "%s%d %s%s (%s%s)", off ? ", " : "", other, noun,
+		         other == 1 ? "" : "s", other == 1 ? "" : "first: ", first);
+}
+
+void ft_describe_down(const char *back, const char *noun, int count, double total, double max,
+                      char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (count == 1)
+		snprintf(buf, len, "; %s %.3f s after its %s", back, total, noun);
+	else if (count > 1)
+		snprintf(buf, len, "; %s %.3f s after a %s on average, %.3f s at most", back,
+		         total / count, noun, max);
 }
 
 void ft_report(struct job *job)
@@ -460,12 +470,13 @@ void ft_report(struct job *job)
 			continue;
 		}
 		listed++;
-		char who[48], failures[256], restarts[96] = "", down[96] = "";
+		char who[48], failures[256], restarts[96] = "", down[128];
 		if (o->replicas > 1)
 			snprintf(who, sizeof who, "rank %d replica %d", r->rank, r->replica);
 		else
 			snprintf(who, sizeof who, "rank %d", r->rank);
-		describe_failures(r, failures, sizeof failures);
+		ft_describe_failures(r->injected_kills, r->other_failures, "failure",
+		                     r->first_failure, failures, sizeof failures);
 		if (o->replicas > 1)
 			snprintf(restarts, sizeof restarts, "; not restarted (replication)");
 		else if (r->restarts)
@@ -476,14 +487,8 @@ void ft_report(struct job *job)
 			         r->restarts_from_start);
 		else
 			snprintf(restarts, sizeof restarts, "; not restarted");
-		if (r->down_count == 1)
-			snprintf(down, sizeof down, "; back in MPI_Init %.3f s after its failure",
-			         r->down_total);
-		else if (r->down_count > 1)
-			snprintf(
-			    down, sizeof down,
-			    "; back in MPI_Init %.3f s after a failure on average, %.3f s at most",
-			    r->down_total / r->down_count, r->down_max);
+		ft_describe_down("back in MPI_Init", "failure", r->down_count, r->down_total,
+		                 r->down_max, down, sizeof down);
 		output_message("  %s: %s%s%s", who, failures, restarts, down);
 	}
 	if (more)

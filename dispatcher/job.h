@@ -335,6 +335,12 @@ void ft_rank_init(struct job *job, struct rank_proc *r, bool from_image);
 void ft_rank_restored(struct job *job, struct rank_proc *r, unsigned long long image,
                       unsigned long long out, unsigned long long err);
 void ft_rank_crashed(struct job *job, struct rank_proc *r, int sig, unsigned long progress);
+/* For the fault report: "1 injected kill, 2 NOUNs (first: FIRST)", and
+ * "; BACK 0.012 s after its NOUN" (count 1) or the mean and the most. */
+void ft_describe_failures(int injected, int other, const char *noun, const char *first, char *buf,
+                          size_t len);
+void ft_describe_down(const char *back, const char *noun, int count, double total, double max,
+                      char *buf, size_t len);
 /* The end of a run that had faults: what failed, what was restarted from
  * where, what was replayed, how long ranks were down (stderr). */
 void ft_report(struct job *job);

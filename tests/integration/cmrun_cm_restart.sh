@@ -149,14 +149,6 @@ expect_journal_gone "remote"
 rm -f "$CM_ARGS_FILE"
 
 note "bad options are refused before anything starts"
-refused() {
-	msg=$1
-	shift
-	run_cmrun "$@"
-	expect_status 2 "cmrun $*"
-	expect_err "$msg" "cmrun $*"
-	[ ! -e "$CM_ARGS_FILE" ] || fail "a cmserver was started for a refused command: $*"
-}
 refused "--kill-cm-at and --kill-cm-every kill channel memories: they need --cm-restart" \
 	-n 1 --kill-cm-at 0:1s true
 refused "they need --cm-restart (without it a CM's death stops the job)" \
