@@ -96,6 +96,28 @@ static void on_start_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 	job_stop(job, CMRUN_EXIT_FAILURE);
 }
 
+/* Starts it again, bounded by CMRUN_CM_START_TIMEOUT. 0, or -1 printed. */
+static int respawn(struct job *job, struct cm_proc *cm)
+{
+	if (job_spawn_cm(job, cm) < 0)
+		return -1;
+	ev_timer_init(&cm->start_timer, on_start_timeout, CMRUN_CM_START_TIMEOUT, 0.);
+	cm->start_timer.data = cm;
+	ev_timer_start(job->loop, &cm->start_timer);
+	return 0;
+}
+
+static void on_respawn(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct cm_proc *cm = w->data;
+	struct job *job = ev_userdata(loop);
+	if (job->phase != PHASE_RUN || respawn(job, cm) == 0)
+		return;
+	output_message("cmserver %d: restarting it failed; stopping the job", cm->index);
+	cm->died = true;
+	job_stop(job, CMRUN_EXIT_FAILURE);
+}
+
 bool cmft_cm_died(struct job *job, struct cm_proc *cm, int wait_status)
 {
 	const struct cmrun_options *o = job->opts;
@@ -129,17 +151,24 @@ bool cmft_cm_died(struct job *job, struct cm_proc *cm, int wait_status)
 	if (cm->err)
 		output_source_close(cm->err);
 	cm->err = NULL;
-	output_verbose("cmserver %d (pid %d) %s: restarting it on %s (restart %d of %d)", cm->index,
-	               (int)cm->pid, how, cm->addr, cm->restarts, o->max_cm_restarts);
-	if (job_spawn_cm(job, cm) < 0) {
+	/* One that died before it listened again may have found its address
+	 * still taken (a connection on its port): not at once again. */
+	double delay = cm->ready ? 0. : CMRUN_CM_RETRY_DELAY;
+	output_verbose("cmserver %d (pid %d) %s: restarting it on %s%s (restart %d of %d)",
+	               cm->index, (int)cm->pid, how, cm->addr, delay > 0 ? " shortly" : "",
+	               cm->restarts, o->max_cm_restarts);
+	if (delay > 0) {
+		ev_timer_init(&cm->start_timer, on_respawn, delay, 0.);
+		cm->start_timer.data = cm;
+		ev_timer_start(job->loop, &cm->start_timer);
+		return true;
+	}
+	if (respawn(job, cm) < 0) {
 		output_message("cmserver %d %s, and restarting it failed; stopping the job",
 		               cm->index, how);
 		cm->died = true;
 		return false;
 	}
-	ev_timer_init(&cm->start_timer, on_start_timeout, CMRUN_CM_START_TIMEOUT, 0.);
-	cm->start_timer.data = cm;
-	ev_timer_start(job->loop, &cm->start_timer);
 	return true;
 }
 

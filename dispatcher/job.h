@@ -124,7 +124,8 @@ struct cm_proc {
 	ev_tstamp died_at;           /* its last death, until it listens again */
 	double down_total, down_max; /* death -> listening again */
 	int down_count;
-	ev_timer start_timer; /* a restarted CM's bound to report its address */
+	ev_timer start_timer; /* a restarted CM's bound to report its address,
+	                         or the pause before restarting it again */
 	/* The replay counters of its earlier processes (each reports its own). */
 	unsigned long long replayed_before, events_replayed_before;
 };
@@ -243,6 +244,9 @@ struct job {
 
 /* Bounds of the phases (seconds). */
 #define CMRUN_CM_START_TIMEOUT 10.0
+/* --cm-restart: a restarted CM that died before it listened is started
+ * again after this long (what took its address may be gone by then). */
+#define CMRUN_CM_RETRY_DELAY 0.5
 #define CMRUN_KILL_GRACE 2.0
 /* Grace periods a CM that said "stopping" gets before SIGKILL (it frees its
  * spill store's disk space, a second or so per 4 GB on this machine). */

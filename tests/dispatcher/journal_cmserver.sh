@@ -3,8 +3,13 @@
 # tests: appends its command line to $CM_ARGS_FILE (one CM start per line),
 # creates the --journal file it is given (so the test sees the journal
 # directory emptied and removed), and becomes the real cmserver ($CMSERVER),
-# without --journal when that cmserver does not take it.
+# without --journal when that cmserver does not take it. With
+# JOURNAL_CMSERVER_FAIL=N the Nth start exits 1 at once instead.
 printf '%s\n' "$*" >>"$CM_ARGS_FILE"
+if [ "$(wc -l <"$CM_ARGS_FILE")" = "${JOURNAL_CMSERVER_FAIL:-0}" ]; then
+	echo "journal_cmserver.sh: start $JOURNAL_CMSERVER_FAIL fails on purpose" >&2
+	exit 1
+fi
 takes=no
 "$CMSERVER" --help 2>/dev/null | grep -q -- '--journal' && takes=yes
 n=$#

@@ -138,6 +138,17 @@ expect_err "cmrun:   cmserver 0: 1 injected kill, 1 death (killed by signal SIGK
 expect_journal_gone "--max-cm-restarts"
 rm -f "$CM_ARGS_FILE"
 
+note "a restarted CM that dies before it listens is started again after a pause"
+WANT=1 JOURNAL_CMSERVER_FAIL=2 run_cmrun -n 1 -v --cm-restart --kill-cm-at 0:100ms \
+	sh -c "$WAIT_RANK"
+expect_status 0 "failed restart"
+[ "$(cm_starts 0 | wc -l)" = 3 ] || fail "CM 0 was not started 3 times: $(cat "$CM_ARGS_FILE")"
+expect_err "exited with status 1: restarting it on 127.0.0.1:" "retry"
+expect_err "(restart 2 of 3)" "retry"
+expect_err "cmrun:   cmserver 0: 1 injected kill, 1 death (exited with status 1); 2 restarts; listening again" "retry report"
+expect_journal_gone "failed restart"
+rm -f "$CM_ARGS_FILE"
+
 note "a CM on a host started through a launcher comes back the same way"
 printf 'a slots=2 addr=127.0.0.1 roles=rank,cm\n' >"$T/hosts"
 WANT=1 run_cmrun -n 2 -v --hosts "$T/hosts" --launch "exec {cmd}" --cm-restart \
