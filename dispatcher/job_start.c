@@ -122,7 +122,7 @@ void job_cm_ready(struct job *job, struct cm_proc *cm, const char *text)
 {
 	if (cm->ready)
 		return;
-	char tcp[32] = "", unix_text[CM_ADDR_TEXT_MAX] = "", why[128] = "", was[32];
+	char tcp[32] = "", unix_text[CM_ADDR_TEXT_MAX] = "", why[128] = "";
 	size_t tcp_len = strcspn(text, " ");
 	const char *rest = text + tcp_len + (text[tcp_len] == ' ');
 	struct cm_addr tcp_addr, unix_addr;
@@ -149,9 +149,8 @@ void job_cm_ready(struct job *job, struct cm_proc *cm, const char *text)
 	cm_format_any(&tcp_addr, tcp, sizeof tcp);
 	if (cm->addr[0] && (strcmp(tcp, cm->addr) != 0 || strcmp(unix_text, cm->unix_addr) != 0)) {
 		/* Restarted (--cm-restart): its ranks only know the old one. */
-		snprintf(was, sizeof was, "%s", cm->addr);
 		output_message("error: cmserver %d came back on %s%s%s, not on %s%s%s", cm->index,
-		               tcp, *unix_text ? " " : "", unix_text, was,
+		               tcp, *unix_text ? " " : "", unix_text, cm->addr,
 		               cm->unix_addr[0] ? " " : "", cm->unix_addr);
 		job_stop(job, CMRUN_EXIT_FAILURE);
 		return;

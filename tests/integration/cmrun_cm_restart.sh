@@ -149,6 +149,14 @@ expect_err "cmrun:   cmserver 0: 1 injected kill, 1 death (exited with status 1)
 expect_journal_gone "failed restart"
 rm -f "$CM_ARGS_FILE"
 
+note "a CM that comes back on another address stops the job"
+JOURNAL_CMSERVER_MOVE=2 run_cmrun -n 1 --cm-restart --kill-cm-at 0:100ms sleep 30
+expect_status 1 "moved CM"
+grep -q "^cmrun: error: cmserver 0 came back on 127.0.0.1:[0-9]* unix:@[0-9a-f]*, not on 127.0.0.1:[0-9]* unix:@[0-9a-f]*$" "$T/err" ||
+	fail "no error for a CM on another address: $(cat "$T/err")"
+expect_journal_gone "moved CM"
+rm -f "$CM_ARGS_FILE"
+
 note "a CM on a host started through a launcher comes back the same way"
 printf 'a slots=2 addr=127.0.0.1 roles=rank,cm\n' >"$T/hosts"
 WANT=1 run_cmrun -n 2 -v --hosts "$T/hosts" --launch "exec {cmd}" --cm-restart \
