@@ -88,6 +88,8 @@ static void usage(FILE *out)
 	    "                       on this host reach faster; clients must still give the\n"
 	    "                       job secret\n"
 	    "  --no-unix            listen on TCP only (the line then ends after HOST:PORT)\n"
+	    "  --unix unix:@NAME    listen on that abstract unix name instead of one the\n"
+	    "                       kernel picks (cmrun restarts a CM on the address it had)\n"
 	    "  --ready-fd N         once listening, write the same \"HOST:PORT[ unix:@NAME]\\n\"\n"
 	    "                       to fd N and close it\n"
 	    "  --report-fd N        report to the dispatcher on fd N (cmrun passes it): one\n"
@@ -172,7 +174,8 @@ static uint64_t parse_size_opt(const char *opt, const char *text, uint64_t min, 
  * where gets "HOST:PORT[ unix:@NAME]", TCP first so that readers that only
  * know TCP take the first word. */
 static int open_listeners(const struct sockaddr_in *addr, const char *listen_text, bool no_unix,
-                          struct cm_listeners *ls, char *where, size_t wherelen)
+                          const struct cm_addr *unix_want, struct cm_listeners *ls, char *where,
+                          size_t wherelen)
 {
 	struct sockaddr_in bound;
 	int fd = cm_tcp_listen(addr, &bound);
@@ -185,7 +188,7 @@ static int open_listeners(const struct sockaddr_in *addr, const char *listen_tex
 	if (no_unix)
 		return 0;
 	struct cm_addr unix_bound;
-	if ((fd = cm_unix_listen(&unix_bound)) < 0) {
+	if ((fd = cm_unix_listen(unix_want, &unix_bound)) < 0) {
 		cm_err("cannot listen on an abstract unix socket: %s (--no-unix: TCP only)",
 		       strerror(errno));
 		cm_listeners_close(ls, 0);
@@ -205,6 +208,7 @@ int main(int argc, char **argv)
 		OPT_THREADS,
 		OPT_LISTEN,
 		OPT_NO_UNIX,
+		OPT_UNIX,
 		OPT_READY_FD,
 		OPT_REPORT_FD,
 		OPT_MAX_MESSAGE,
@@ -222,6 +226,7 @@ int main(int argc, char **argv)
 	    {"threads", required_argument, NULL, OPT_THREADS},
 	    {"listen", required_argument, NULL, OPT_LISTEN},
 	    {"no-unix", no_argument, NULL, OPT_NO_UNIX},
+	    {"unix", required_argument, NULL, OPT_UNIX},
 	    {"ready-fd", required_argument, NULL, OPT_READY_FD},
 	    {"report-fd", required_argument, NULL, OPT_REPORT_FD},
 	    {"max-message", required_argument, NULL, OPT_MAX_MESSAGE},
@@ -239,6 +244,7 @@ int main(int argc, char **argv)
 	};
 	const char *threads_text = NULL, *threads_from = "--threads";
 	const char *mode = "mono", *listen_text = "127.0.0.1:0", *secret_file = NULL;
+	const char *unix_text = NULL;
 	long ready_fd = -1, report_fd = -1;
 	const char *spill_dir = NULL, *journal_path = NULL;
 	bool no_spill = false, no_unix = false;
@@ -263,6 +269,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_NO_UNIX:
 			no_unix = true;
+			break;
+		case OPT_UNIX:
+			unix_text = optarg;
 			break;
 		case OPT_READY_FD:
 			if (cm_parse_long(optarg, 0, INT_MAX, &ready_fd) < 0)
@@ -359,6 +368,13 @@ int main(int argc, char **argv)
 		bad_usage("--listen '%s': expected ADDR:PORT (IPv4 address or localhost, port "
 		          "0-65535)",
 		          listen_text);
+	struct cm_addr unix_want;
+	char why[128];
+	if (unix_text && no_unix)
+		bad_usage("--unix and --no-unix contradict each other: drop one");
+	if (unix_text && (cm_parse_addr(unix_text, &unix_want, why, sizeof why) < 0 ||
+	                  unix_want.u.sa.sa_family != AF_UNIX))
+		bad_usage("--unix '%s': expected unix:@NAME", unix_text);
 	if (ready_fd >= 0 && fcntl((int)ready_fd, F_GETFD) < 0)
 		bad_usage("--ready-fd %ld: not an open file descriptor", ready_fd);
 	if (report_fd >= 0 && fcntl((int)report_fd, F_GETFD) < 0)
@@ -412,7 +428,8 @@ int main(int argc, char **argv)
 
 	struct cm_listeners ls = {.n = 0};
 	char where[32 + CM_ADDR_TEXT_MAX];
-	if (open_listeners(&addr, listen_text, no_unix, &ls, where, sizeof where) < 0)
+	if (open_listeners(&addr, listen_text, no_unix, unix_text ? &unix_want : NULL, &ls, where,
+	                   sizeof where) < 0)
 		return 1;
 	printf("cmserver: listening on %s\n", where);
 	fflush(stdout);

@@ -87,13 +87,23 @@ static void usage(FILE *out)
 	    "      --kill-every T     fault injection: kill a rank every T (e.g. 500ms)\n"
 	    "      --kill-rank R      the rank --kill-every kills (default: random)\n"
 	    "      --kill-count K     injected kills at most (default %d; with\n"
-	    "                         --kill-rank R, at most --max-restarts)\n"
+	    "                         --kill-rank R, at most --max-restarts); also bounds\n"
+	    "                         --kill-cm-every's kills\n"
 	    "      --kill-signal SIG  signal of injected kills (KILL, TERM, ... or a\n"
 	    "                         number; default KILL)\n"
-	    "      --seed S           seed of the random choice of --kill-rank random\n"
+	    "      --seed S           seed of the random choice of --kill-rank random and\n"
+	    "                         of --kill-cm-every\n"
 	    "      --kill-at R:T      kill rank R once, T after the ranks started\n"
 	    "      --kill-host NAME@T kill every rank of host NAME together, T after the\n"
 	    "                         ranks started (needs --hosts or --host)\n"
+	    "      --cm-restart       a channel memory that dies is restarted on the same\n"
+	    "                         address and recovers from its journal (a private\n"
+	    "                         directory under --spill-dir or $TMPDIR, removed at\n"
+	    "                         the end); the ranks reconnect to it\n"
+	    "      --max-cm-restarts N  restarts allowed per CM (default %d; --cm-restart)\n"
+	    "      --kill-cm-at K:T   kill CM K (SIGKILL) once, T after the ranks started\n"
+	    "                         (repeatable; needs --cm-restart)\n"
+	    "      --kill-cm-every T  kill a random CM every T (needs --cm-restart)\n"
 	    "      --heartbeat-timeout T  a rank whose heartbeats stop for T (hung, stopped\n"
 	    "                         or cut off) is killed and restarted (default 10s;\n"
 	    "                         0: off)\n"
@@ -146,7 +156,7 @@ static void usage(FILE *out)
 	    "/dev/null. cmserver is taken from $CHANMEM_CMSERVER, else next to cmrun\n"
 	    "(or ../cmserver/cmserver in a build tree), else from PATH.\n",
 	    CMRUN_MAX_RANKS, CMRUN_MAX_CMS, CMRUN_MAX_CM_THREADS, CMRUN_DEFAULT_MAX_RESTARTS,
-	    CMRUN_DEFAULT_KILL_COUNT, CMRUN_DEFAULT_PORT_BASE);
+	    CMRUN_DEFAULT_KILL_COUNT, CMRUN_DEFAULT_MAX_RESTARTS, CMRUN_DEFAULT_PORT_BASE);
 }
 
 /* "KILL", "SIGKILL", "9": a catchable-or-not signal number, or -1. */
@@ -224,6 +234,10 @@ enum {
 	OPT_PORT_BASE,
 	OPT_EXPORT,
 	OPT_VERSION,
+	OPT_CM_RESTART,
+	OPT_MAX_CM_RESTARTS,
+	OPT_KILL_CM_AT,
+	OPT_KILL_CM_EVERY,
 	OPT_CM_FIRST, /* then one per cm_opt_specs row */
 };
 
@@ -296,8 +310,7 @@ static void check_cm_opts(struct cmrun_options *opts)
 	if (!S_ISDIR(st.st_mode))
 		bad_usage("--spill-dir %s: not a directory", dir);
 	if (access(dir, W_OK | X_OK) < 0)
-		bad_usage("--spill-dir %s: the CMs cannot write there: %s", dir,
-		          strerror(errno));
+		bad_usage("--spill-dir %s: the CMs cannot write there: %s", dir, strerror(errno));
 	if (realpath(dir, real) == NULL || strlen(real) + 16 >= PATH_MAX)
 		bad_usage("--spill-dir %s: %s", dir, strerror(errno ? errno : ENAMETOOLONG));
 	memcpy(dir, real, strlen(real) + 1);
@@ -314,6 +327,53 @@ void cmrun_cm_argv(const struct cmrun_options *o, char **argv, int *argc)
 		if (cm_opt_specs[i].kind != CM_OPT_FLAG)
 			argv[(*argc)++] = (char *)o->cm_opt_value[i];
 	}
+}
+
+/* --kill-cm-at CM:DELAY, one more entry. */
+static void parse_kill_cm_at(struct cmrun_options *opts, const char *text)
+{
+	char cm_text[16];
+	long cm;
+	struct cmrun_kill_cm_at *k = &opts->kill_cm_at[opts->nkill_cm_at];
+	const char *colon = strchr(text, ':');
+	size_t len = colon ? (size_t)(colon - text) : 0;
+	if (opts->nkill_cm_at == CMRUN_MAX_KILL_CM_AT)
+		bad_usage("--kill-cm-at is given more than %d times", CMRUN_MAX_KILL_CM_AT);
+	if (colon == NULL || len == 0 || len >= sizeof cm_text)
+		bad_usage("--kill-cm-at takes CM:DELAY such as 0:200ms, not '%s'", text);
+	memcpy(cm_text, text, len);
+	cm_text[len] = '\0';
+	if (cm_parse_long(cm_text, 0, CMRUN_MAX_CMS - 1, &cm) < 0 ||
+	    cm_parse_duration(colon + 1, &k->ns) < 0)
+		bad_usage("--kill-cm-at takes CM:DELAY such as 0:200ms, not '%s'", text);
+	k->cm = (int)cm;
+	opts->nkill_cm_at++;
+}
+
+static int kill_cm_at_order(const void *a, const void *b)
+{
+	const struct cmrun_kill_cm_at *x = a, *y = b;
+	return x->ns < y->ns ? -1 : x->ns > y->ns;
+}
+
+/* --cm-restart and the options that only make sense with it. */
+static void check_cm_restart(struct cmrun_options *opts, bool have_max_cm_restarts)
+{
+	if (!opts->cm_restart && (opts->nkill_cm_at || opts->kill_cm_every_ns))
+		bad_usage("--kill-cm-at and --kill-cm-every kill channel memories: they need "
+		          "--cm-restart (without it a CM's death stops the job)");
+	if (!opts->cm_restart && have_max_cm_restarts)
+		bad_usage("--max-cm-restarts goes with --cm-restart");
+	if (opts->cm_restart && opts->transport != CMRUN_TRANSPORT_CM)
+		bad_usage("--cm-restart needs --transport cm: there is no channel memory to "
+		          "restart");
+	for (int i = 0; i < opts->nkill_cm_at; i++)
+		if (opts->kill_cm_at[i].cm >= opts->ncms)
+			bad_usage("--kill-cm-at: cmserver %d is not in the job (CMs 0 to %d)",
+			          opts->kill_cm_at[i].cm, opts->ncms - 1);
+	/* The timer takes them in time order. */
+	qsort(opts->kill_cm_at, (size_t)opts->nkill_cm_at, sizeof opts->kill_cm_at[0],
+	      kill_cm_at_order);
 }
 
 /* --hosts / --host, the slot count, --kill-host's host. */
@@ -395,6 +455,10 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, OPT_VERSION},
+	    {"cm-restart", no_argument, NULL, OPT_CM_RESTART},
+	    {"max-cm-restarts", required_argument, NULL, OPT_MAX_CM_RESTARTS},
+	    {"kill-cm-at", required_argument, NULL, OPT_KILL_CM_AT},
+	    {"kill-cm-every", required_argument, NULL, OPT_KILL_CM_EVERY},
 	};
 	enum { NBASE = sizeof base_opts / sizeof base_opts[0] };
 	struct option long_opts[NBASE + CMRUN_CM_OPTS + 1];
@@ -416,6 +480,7 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	opts->mode = "mono";
 	opts->transport = CMRUN_TRANSPORT_CM;
 	opts->max_restarts = CMRUN_DEFAULT_MAX_RESTARTS;
+	opts->max_cm_restarts = CMRUN_DEFAULT_MAX_RESTARTS;
 	opts->kill_rank = -1;
 	opts->kill_count = CMRUN_DEFAULT_KILL_COUNT;
 	opts->kill_signal = SIGKILL;
@@ -428,7 +493,7 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	const char *hosts_file = NULL, *host_list = NULL, *kill_host_text = NULL;
 	bool have_kill_opts = false, have_transport = false, have_replicate = false;
 	const char *kill_rank_text = NULL, *launch_text = NULL;
-	bool have_kill_count = false;
+	bool have_kill_count = false, have_rank_kill_opts = false, have_max_cm_restarts = false;
 	enum map_policy map_by = MAP_BY_SLOT;
 	opts->port_base = CMRUN_DEFAULT_PORT_BASE;
 
@@ -539,7 +604,7 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 			else
 				opts->kill_rank = (int)value;
 			kill_rank_text = optarg;
-			have_kill_opts = true;
+			have_kill_opts = have_rank_kill_opts = true;
 			break;
 		case OPT_KILL_COUNT:
 			if (cm_parse_long(optarg, 1, CMRUN_MAX_KILL_COUNT, &value) < 0)
@@ -555,7 +620,7 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 				bad_usage("--kill-signal takes a signal name (KILL, TERM, ...) or "
 				          "number, not '%s'",
 				          optarg);
-			have_kill_opts = true;
+			have_kill_opts = have_rank_kill_opts = true;
 			break;
 		case OPT_SEED: {
 			char *end;
@@ -663,6 +728,28 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 			if (launch_add_export(opts, optarg, err, sizeof err) < 0)
 				bad_usage("%s", err);
 			break;
+		case OPT_CM_RESTART:
+			opts->cm_restart = true;
+			break;
+		case OPT_MAX_CM_RESTARTS:
+			if (cm_parse_long(optarg, 0, 1000000, &value) < 0)
+				bad_usage("--max-cm-restarts takes a number from 0 to 1000000, "
+				          "not '%s'",
+				          optarg);
+			opts->max_cm_restarts = (int)value;
+			have_max_cm_restarts = true;
+			break;
+		case OPT_KILL_CM_AT:
+			parse_kill_cm_at(opts, optarg);
+			break;
+		case OPT_KILL_CM_EVERY:
+			if (cm_parse_duration(optarg, &opts->kill_cm_every_ns) < 0 ||
+			    opts->kill_cm_every_ns < 1000000)
+				bad_usage(
+				    "--kill-cm-every takes a duration of at least 1ms such as "
+				    "500ms or 2s, not '%s'",
+				    optarg);
+			break;
 		case 'v':
 			opts->verbosity++;
 			break;
@@ -714,9 +801,11 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	    (have_cms || have_mode || have_max_message || have_cm_socket))
 		bad_usage("--cms, --mode, --max-message and --cm-socket apply to --transport cm "
 		          "only");
-	if (have_kill_opts && opts->kill_every_ns == 0)
+	if (have_kill_opts && opts->kill_every_ns == 0 &&
+	    (opts->kill_cm_every_ns == 0 || have_rank_kill_opts))
 		bad_usage("--kill-rank, --kill-count, --kill-signal and --seed go with "
-		          "--kill-every");
+		          "--kill-every (--kill-count and --seed also with --kill-cm-every)");
+	check_cm_restart(opts, have_max_cm_restarts);
 	/* Kills aimed at one rank all count against its restarts: by default
 	 * no more than it may survive, so the documented example succeeds. */
 	if (!have_kill_count && opts->kill_rank >= 0 && opts->kill_count > opts->max_restarts)
