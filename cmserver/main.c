@@ -416,10 +416,10 @@ int main(int argc, char **argv)
 	}
 	opts.mem = mem;
 	if (journal_path) {
-		char why[256 + PATH_MAX];
-		opts.journal = cm_journal_open(journal_path, opts.cut_through_min, why, sizeof why);
+		char jwhy[256 + PATH_MAX];
+		opts.journal = cm_journal_open(journal_path, opts.cut_through_min, jwhy, sizeof jwhy);
 		if (opts.journal == NULL) {
-			cm_err("%s", why);
+			cm_err("%s", jwhy);
 			cm_spill_store_close(spill);
 			cm_logmem_free(mem);
 			return 1;
