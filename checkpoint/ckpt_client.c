@@ -340,6 +340,28 @@ int ckpt_fetch_latest(struct ckpt_client *c, const char *job, uint32_t rank,
 	return CKPT_OK;
 }
 
+int ckpt_drop_job(struct ckpt_client *c, const char *job, uint64_t *removed)
+{
+	int rc = need_conn(c);
+	if (rc != CKPT_OK)
+		return rc;
+	if (c->uploading)
+		return fail(c, CKPT_E_ARG, 0, "an upload is in progress");
+	if (job == NULL || !ckpt_job_valid(job, strlen(job)))
+		return fail(c, CKPT_E_ARG, 0, "bad job id");
+	if (send_frame(c, CKPT_T_DROP_JOB, job, (uint32_t)strlen(job)) < 0)
+		return io_fail(c, "sending DROP_JOB");
+	struct ckpt_header h;
+	if ((rc = recv_frame(c, &h, c->buf, CKPT_CHUNK_MAX)) != CKPT_OK)
+		return rc;
+	if ((rc = expect(c, &h, CKPT_T_DROP_OK)) != CKPT_OK)
+		return rc;
+	if (removed)
+		*removed = h.arg;
+	c->errtext[0] = '\0';
+	return CKPT_OK;
+}
+
 struct grow_buf {
 	uint8_t *data;
 	size_t len, cap;

@@ -53,4 +53,8 @@ int ckpt_fetch_latest(struct ckpt_client *c, const char *job, uint32_t rank,
 int ckpt_fetch_latest_alloc(struct ckpt_client *c, const char *job, uint32_t rank, uint64_t *number,
                             void **data, size_t *size);
 
+/* Removes every image of job from the server's store (those of other jobs
+ * stay); *removed (if not NULL) = how many there were. */
+int ckpt_drop_job(struct ckpt_client *c, const char *job, uint64_t *removed);
+
 #endif

@@ -22,6 +22,8 @@ static const struct {
     [CKPT_T_GET_DATA] = {1, CKPT_CHUNK_MAX},
     [CKPT_T_GET_END] = {0, 0},
     [CKPT_T_ERROR] = {0, CKPT_ERROR_TEXT_MAX},
+    [CKPT_T_DROP_JOB] = {1, CKPT_JOB_MAX},
+    [CKPT_T_DROP_OK] = {0, 0},
 };
 
 void ckpt_header_encode(const struct ckpt_header *h, uint8_t out[CKPT_HEADER_SIZE])
@@ -56,6 +58,7 @@ enum ckpt_err ckpt_header_decode(const uint8_t *buf, size_t avail, struct ckpt_h
 			return CKPT_E_FIELD;
 		break;
 	case CKPT_T_PUT_OK:
+	case CKPT_T_DROP_OK:
 		break;
 	default:
 		if (h->arg != 0)
@@ -232,8 +235,8 @@ const char *ckpt_err_str(int e)
 const char *ckpt_type_str(unsigned type)
 {
 	static const char *const names[] = {
-	    "?",      "HELLO",      "HELLO_ACK", "PUT_BEGIN", "PUT_DATA", "PUT_END",
-	    "PUT_OK", "GET_LATEST", "GET_BEGIN", "GET_DATA",  "GET_END",  "ERROR",
+	    "?",          "HELLO",     "HELLO_ACK", "PUT_BEGIN", "PUT_DATA", "PUT_END",  "PUT_OK",
+	    "GET_LATEST", "GET_BEGIN", "GET_DATA",  "GET_END",   "ERROR",    "DROP_JOB", "DROP_OK",
 	};
 	return type <= CKPT_T_TYPE_MAX ? names[type] : "?";
 }

@@ -10,7 +10,8 @@
  *   off 2  u8    version (CKPT_PROTO_VERSION)
  *   off 3  u8    type (enum ckpt_frame_type)
  *   off 4  u32   len (payload bytes)
- *   off 8  u64   arg (ERROR: error code; PUT_OK: committed number; else 0)
+ *   off 8  u64   arg (ERROR: error code; PUT_OK: committed number; DROP_OK:
+ *                images removed; else 0)
  *
  * Nothing here does I/O. docs/checkpoint.md describes every frame; keep the
  * two in step. */
@@ -47,7 +48,9 @@ enum ckpt_frame_type {
 	CKPT_T_GET_DATA = 9,   /* server: next chunk of the image */
 	CKPT_T_GET_END = 10,   /* server: image complete */
 	CKPT_T_ERROR = 11,     /* server: refused (arg = enum ckpt_err, payload = text) */
-	CKPT_T_TYPE_MAX = 11
+	CKPT_T_DROP_JOB = 12,  /* client: remove every image of the job (payload = job id) */
+	CKPT_T_DROP_OK = 13,   /* server: removed (arg = number of images) */
+	CKPT_T_TYPE_MAX = 13
 };
 
 enum ckpt_err {

@@ -28,6 +28,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -42,6 +43,8 @@ static void usage(FILE *out)
 	fprintf(
 	    out,
 	    "Usage: ckptserver --dir DIR [OPTION]...\n"
+	    "       ckptserver --list --dir DIR\n"
+	    "       ckptserver --remove JOB --dir DIR\n"
 	    "The chanmem checkpoint server: stores rank images (zstd-compressed files\n"
 	    "indexed in LMDB) and serves the latest one of a rank on request.\n"
 	    "\n"
@@ -60,6 +63,11 @@ static void usage(FILE *out)
 	    "  --reset-corrupt-store  if the store in DIR is damaged, move it into\n"
 	    "                       DIR/corrupt-TIME-PID and start with an empty one\n"
 	    "                       (without it a damaged store is refused: exit 1)\n"
+	    "  --list               print what DIR holds, one line per job and rank (its\n"
+	    "                       newest image: generation, size, time; images kept),\n"
+	    "                       and exit without serving\n"
+	    "  --remove JOB         remove every image of job JOB from DIR and exit\n"
+	    "                       without serving (exit 1 if DIR has none of JOB)\n"
 	    "  -v, --verbose        report commits and refusals; twice for debug output\n"
 	    "  -h, --help           show this help and exit\n"
 	    "      --version        show the version and exit\n"
@@ -138,6 +146,48 @@ static void start_connection(struct ckpt_server *srv, int fd)
 	pthread_attr_destroy(&attr);
 }
 
+static void print_rank(void *arg, const struct ckpt_store_rank *r)
+{
+	int *lines = arg;
+	if ((*lines)++ == 0)
+		printf("%-24s %6s %10s %12s %12s %-20s %s\n", "JOB", "RANK", "GENERATION", "SIZE",
+		       "STORED", "TIME", "IMAGES");
+	time_t t = (time_t)(r->time_ns / 1000000000ull);
+	struct tm tm;
+	char when[32];
+	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+	printf("%-24s %6u %10llu %12llu %12llu %-20s %u\n", r->job, (unsigned)r->rank,
+	       (unsigned long long)r->number, (unsigned long long)r->raw,
+	       (unsigned long long)r->compressed, when, r->images);
+}
+
+/* --list and --remove: the store opened as a server opens it (same checks,
+ * same lock), no socket. The exit status. */
+static int maintain(struct ckpt_store_opts *so, const char *remove_job)
+{
+	so->must_exist = 1;
+	struct ckpt_store *st = ckpt_store_open(so);
+	if (st == NULL)
+		return 1;
+	int rc = 0, lines = 0;
+	uint64_t removed = 0;
+	if (remove_job == NULL) {
+		rc = ckpt_store_list(st, print_rank, &lines) < 0 ? 1 : 0;
+		if (rc == 0 && lines == 0)
+			printf("%s: no images\n", so->dir);
+	} else if (ckpt_store_remove_job(st, remove_job, &removed) < 0) {
+		rc = 1;
+	} else if (removed == 0) {
+		cm_err("--dir %s: no images of job %s", so->dir, remove_job);
+		rc = 1;
+	} else {
+		printf("%s: removed %llu image(s) of job %s\n", so->dir,
+		       (unsigned long long)removed, remove_job);
+	}
+	ckpt_store_close(st);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	enum {
@@ -149,6 +199,8 @@ int main(int argc, char **argv)
 		OPT_MAX_IMAGE,
 		OPT_SECRET,
 		OPT_RESET_CORRUPT,
+		OPT_LIST,
+		OPT_REMOVE,
 		OPT_VERSION
 	};
 	static const struct option longopts[] = {
@@ -160,12 +212,15 @@ int main(int argc, char **argv)
 	    {"max-image", required_argument, NULL, OPT_MAX_IMAGE},
 	    {"secret-file", required_argument, NULL, OPT_SECRET},
 	    {"reset-corrupt-store", no_argument, NULL, OPT_RESET_CORRUPT},
+	    {"list", no_argument, NULL, OPT_LIST},
+	    {"remove", required_argument, NULL, OPT_REMOVE},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, OPT_VERSION},
 	    {NULL, 0, NULL, 0},
 	};
-	const char *listen_text = "127.0.0.1:0", *secret_file = NULL;
+	const char *listen_text = "127.0.0.1:0", *secret_file = NULL, *remove_job = NULL;
+	int list = 0;
 	long ready_fd = -1, keep = DEFAULT_KEEP, level = DEFAULT_LEVEL;
 	int verbosity = 0;
 	struct ckpt_store_opts so = {.max_image = DEFAULT_MAX_IMAGE};
@@ -210,6 +265,15 @@ int main(int argc, char **argv)
 		case OPT_RESET_CORRUPT:
 			so.reset_corrupt = 1;
 			break;
+		case OPT_LIST:
+			list = 1;
+			break;
+		case OPT_REMOVE:
+			if (!ckpt_job_valid(optarg, strlen(optarg)))
+				bad_usage("--remove '%s': not a job id (1-%d of A-Z a-z 0-9 . _ -)",
+				          optarg, CKPT_JOB_MAX);
+			remove_job = optarg;
+			break;
 		case 'v':
 			verbosity++;
 			break;
@@ -232,6 +296,10 @@ int main(int argc, char **argv)
 	cm_log_init("ckptserver", verbosity);
 	so.keep = (unsigned)keep;
 	so.level = (int)level;
+	if (list && remove_job)
+		bad_usage("--list and --remove: one at a time");
+	if (list || remove_job)
+		return maintain(&so, remove_job);
 
 	struct sockaddr_in addr;
 	if (cm_parse_hostport(listen_text, 0, &addr) < 0)

@@ -1,4 +1,5 @@
-/* A ckptserver connection: HELLO, then any number of uploads and fetches.
+/* A ckptserver connection: HELLO, then any number of uploads, fetches and
+ * job removals.
  *
  * Blocking I/O in a thread per connection (not the libev loop the channel
  * memories use): every request does disk work that blocks (compression,
@@ -185,6 +186,25 @@ io_failed:
 	return -1;
 }
 
+/* DROP_JOB received: the job's images go, DROP_OK says how many. */
+static int serve_drop(struct session *s, const struct ckpt_header *req, const char **why)
+{
+	char job[CKPT_JOB_MAX + 1];
+	if (!ckpt_job_valid((const char *)s->buf, req->len)) {
+		*why = "bad DROP_JOB (job id: 1-64 of A-Z a-z 0-9 . _ -)";
+		return CKPT_E_FIELD;
+	}
+	memcpy(job, s->buf, req->len);
+	job[req->len] = '\0';
+	uint64_t removed;
+	if (ckpt_store_remove_job(s->srv->store, job, &removed) < 0) {
+		*why = "cannot update the index";
+		return CKPT_E_STORAGE;
+	}
+	cm_info("removed job %s: %llu image(s)", job, (unsigned long long)removed);
+	return send_frame(s->fd, CKPT_T_DROP_OK, removed, NULL, 0) < 0 ? -1 : CKPT_OK;
+}
+
 /* Reads exactly len bytes by the absolute deadline (cm_now_ms). 0, or -1
  * (closed, failed, or too late). */
 static int read_by(int fd, void *buf, size_t len, long long deadline)
@@ -304,11 +324,13 @@ void ckpt_session_serve(struct ckpt_server *srv, int fd)
 			rc = serve_upload(&s, &h, &why);
 		else if (h.type == CKPT_T_GET_LATEST)
 			rc = serve_fetch(&s, &h, &why);
+		else if (h.type == CKPT_T_DROP_JOB)
+			rc = serve_drop(&s, &h, &why);
 		else if (h.type == CKPT_T_HELLO) {
 			why = "second HELLO";
 			rc = CKPT_E_STATE;
 		} else {
-			why = "expected PUT_BEGIN or GET_LATEST";
+			why = "expected PUT_BEGIN, GET_LATEST or DROP_JOB";
 			rc = CKPT_E_STATE;
 		}
 	}

@@ -391,13 +391,18 @@ struct ckpt_store *ckpt_store_open(const struct ckpt_store_opts *opts)
 	st->dir = strdup(opts->dir);
 	st->lockfd = -1;
 	pthread_mutex_init(&st->commit_lock, NULL);
-	if (mkdir(opts->dir, 0700) < 0 && errno != EEXIST) {
+	if (!opts->must_exist && mkdir(opts->dir, 0700) < 0 && errno != EEXIST) {
 		cm_err("--dir %s: %s", opts->dir, strerror(errno));
 		goto fail;
 	}
 	st->dirfd = open(opts->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (st->dirfd < 0) {
 		cm_err("--dir %s: %s", opts->dir, strerror(errno));
+		goto fail;
+	}
+	struct stat sb;
+	if (opts->must_exist && fstatat(st->dirfd, DATA_NAME, &sb, 0) < 0) {
+		cm_err("--dir %s: not a checkpoint directory (no %s)", opts->dir, DATA_NAME);
 		goto fail;
 	}
 	st->lockfd = openat(st->dirfd, LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -704,5 +709,67 @@ int store_upload_commit(struct store_upload *up, const struct ckpt_summary *clai
 	return CKPT_OK;
 discard:
 	upload_free(up, 1);
+	return rc;
+}
+
+/* Whether key k belongs to job (the job bytes, then NUL). */
+static int key_of_job(const MDB_val *k, const char *job, size_t jlen)
+{
+	return k->mv_size == jlen + 13 && memcmp(k->mv_data, job, jlen) == 0 &&
+	       ((const uint8_t *)k->mv_data)[jlen] == 0;
+}
+
+int ckpt_store_remove_job(struct ckpt_store *st, const char *job, uint64_t *removed)
+{
+	uint8_t first[KEY_MAX];
+	size_t jlen = strlen(job);
+	MDB_val k = {store_make_key(first, job, 0, 0), first}, v;
+	MDB_txn *txn = NULL;
+	MDB_cursor *cur = NULL;
+	char(*names)[NAME_MAX_LEN + 1] = NULL;
+	size_t n = 0, cap = 0;
+	*removed = 0;
+	pthread_mutex_lock(&st->commit_lock);
+	int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
+	if (rc == 0 && (rc = mdb_cursor_open(txn, st->dbi, &cur)) == 0) {
+		/* After mdb_cursor_del, MDB_NEXT yields the entry that followed. */
+		for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+		     rc == 0 && key_of_job(&k, job, jlen);
+		     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+			if (n == cap) {
+				cap = cap ? cap * 2 : 64;
+				void *more = realloc(names, cap * sizeof *names);
+				if (more == NULL)
+					cm_die(1, "out of memory");
+				names = more;
+			}
+			struct index_val iv;
+			if (store_decode_val(&k, &v, &iv) == 0)
+				strcpy(names[n++], iv.name);
+			if ((rc = mdb_cursor_del(cur, 0)) != 0)
+				break;
+		}
+	}
+	if (cur)
+		mdb_cursor_close(cur);
+	if (rc == MDB_NOTFOUND || rc == 0)
+		rc = mdb_txn_commit(txn);
+	else if (txn)
+		mdb_txn_abort(txn);
+	if (rc != 0) {
+		cm_err("%s: index: %s", st->dir, mdb_strerror(rc));
+		pthread_mutex_unlock(&st->commit_lock);
+		free(names);
+		return -1;
+	}
+	/* The index no longer names them: a crash before these unlinks leaves
+	 * orphans the next start sweeps. */
+	for (size_t i = 0; i < n; i++)
+		unlinkat(st->dirfd, names[i], 0);
+	fsync(st->dirfd);
+	rc = write_index_sum(st);
+	pthread_mutex_unlock(&st->commit_lock);
+	free(names);
+	*removed = n;
 	return rc;
 }

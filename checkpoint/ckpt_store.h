@@ -24,14 +24,15 @@ struct ckpt_store_opts {
 	int level;          /* zstd level */
 	uint64_t max_image; /* largest raw image accepted */
 	int reset_corrupt;  /* a damaged store is moved aside, not refused */
+	int must_exist;     /* dir must hold a store already: nothing created */
 };
 
 struct ckpt_store;
 struct store_upload;
 struct store_reader;
 
-/* Creates dir if missing, takes its lock (one server per directory),
- * verifies the index (see ckpt_store.c: a damaged store is refused, or with
+/* Creates dir if missing (must_exist: refuses a dir without a store), takes its lock (one server
+ * per directory), verifies the index (see ckpt_store.c: a damaged store is refused, or with
  * reset_corrupt moved aside into DIR/corrupt-TIME-PID and replaced by an
  * empty one), sweeps leftovers, drops index entries whose file is gone.
  * Returns NULL after logging why. */
@@ -43,6 +44,21 @@ void ckpt_store_close(struct ckpt_store *st);
 void ckpt_store_quiesce(struct ckpt_store *st);
 /* Number of committed images in the index. */
 uint64_t ckpt_store_count(struct ckpt_store *st);
+
+/* One (job, rank) of the index: its newest image and how many it has. */
+struct ckpt_store_rank {
+	const char *job;
+	uint32_t rank;
+	uint64_t number, raw, compressed, time_ns;
+	unsigned images;
+};
+/* Calls fn for every (job, rank), ordered by job then rank. 0, or -1 when
+ * an index entry is damaged or LMDB fails (logged). */
+int ckpt_store_list(struct ckpt_store *st, void (*fn)(void *arg, const struct ckpt_store_rank *r),
+                    void *arg);
+/* Removes every image of job in one index transaction, then their files.
+ * *removed = images removed (0 when the job has none). 0, or -1 (logged). */
+int ckpt_store_remove_job(struct ckpt_store *st, const char *job, uint64_t *removed);
 
 /* All return CKPT_OK or an enum ckpt_err code; *why gets a short reason. */
 int store_upload_start(struct ckpt_store *st, const struct ckpt_ref *ref, struct store_upload **out,

@@ -156,3 +156,62 @@ void store_reader_close(struct store_reader *r)
 	free(r->in);
 	free(r);
 }
+
+int ckpt_store_list(struct ckpt_store *st, void (*fn)(void *arg, const struct ckpt_store_rank *r),
+                    void *arg)
+{
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	char job[CKPT_JOB_MAX + 1] = "";
+	struct ckpt_store_rank r = {.job = job};
+	int bad = 0;
+	int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
+	if (rc != 0) {
+		cm_err("%s: index: %s", st->dir, mdb_strerror(rc));
+		return -1;
+	}
+	if ((rc = mdb_cursor_open(txn, st->dbi, &cur)) != 0) {
+		mdb_txn_abort(txn);
+		cm_err("%s: index: %s", st->dir, mdb_strerror(rc));
+		return -1;
+	}
+	/* Entries sort by job, rank, number: a (job, rank) is a run of
+	 * adjacent entries whose last one is its newest image. */
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		struct index_val iv;
+		const uint8_t *kp = k.mv_data;
+		size_t jlen = k.mv_size - 13;
+		if (k.mv_size <= 13 || kp[jlen] != 0 || store_decode_val(&k, &v, &iv) < 0) {
+			cm_err("%s: an index entry fails its checksum", st->dir);
+			bad = 1;
+			break;
+		}
+		uint32_t rank = (uint32_t)kp[jlen + 1] << 24 | (uint32_t)kp[jlen + 2] << 16 |
+		                (uint32_t)kp[jlen + 3] << 8 | kp[jlen + 4];
+		if (r.images && (rank != r.rank || strlen(job) != jlen || memcmp(job, kp, jlen))) {
+			fn(arg, &r);
+			r.images = 0;
+		}
+		memcpy(job, kp, jlen);
+		job[jlen] = '\0';
+		r.rank = rank;
+		r.number = 0;
+		for (int i = 0; i < 8; i++)
+			r.number = (r.number << 8) | kp[jlen + 5 + i];
+		r.raw = iv.raw;
+		r.compressed = iv.compressed;
+		r.time_ns = iv.time_ns;
+		r.images++;
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	if (!bad && rc != MDB_NOTFOUND)
+		cm_err("%s: index: %s", st->dir, mdb_strerror(rc));
+	if (bad || rc != MDB_NOTFOUND)
+		return -1;
+	if (r.images)
+		fn(arg, &r);
+	return 0;
+}

@@ -3,7 +3,10 @@
  * environment), stopped after them. It authenticates ranks with the job
  * secret, which it gets from its environment like a cmserver. Images are
  * stored under a job id fresh for every run, so a new job never resumes
- * from an old job's images left in the same directory. */
+ * from an old job's images left in the same directory. A job that succeeds
+ * has its images removed (unless --ckpt-keep) by a DROP_JOB request to its
+ * server before the server stops: the server holds the directory's lock,
+ * so no other job's server can be using the directory meanwhile. */
 #include <config.h>
 
 #include <errno.h>
@@ -19,6 +22,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "ckpt_client.h"
 #include "jobenv.h"
 #include "launch.h"
 #include "log.h"
@@ -28,6 +32,7 @@
 
 #define CKPT_START_TIMEOUT_MS 10000
 #define CKPT_STOP_TIMEOUT_MS 5000
+#define CKPT_DROP_TIMEOUT_MS 10000
 
 /* Reads "HOST:PORT\n" from fd within the start-up bound. */
 static int read_address(int fd, char *addr, size_t len)
@@ -221,4 +226,45 @@ void ckpt_server_stop(struct job *job)
 		struct timespec ts = {0, 10 * 1000000L};
 		nanosleep(&ts, NULL);
 	}
+}
+
+/* The images of a job that succeeded go (one request to its server). */
+static bool drop_images(struct job *job)
+{
+	struct ckpt_client *c = ckpt_client_new(CKPT_DROP_TIMEOUT_MS);
+	uint64_t removed = 0;
+	int rc = c ? ckpt_client_connect(c, job->ckpt_addr, job->secret) : CKPT_E_IO;
+	if (rc == CKPT_OK)
+		rc = ckpt_drop_job(c, job->ckpt_job_id, &removed);
+	if (rc == CKPT_OK)
+		output_verbose("removed the %llu checkpoint image(s) of %s from %s",
+		               (unsigned long long)removed, job->ckpt_job_id, job->opts->ckpt_dir);
+	else
+		output_message("warning: cannot remove the checkpoint images of this job: %s",
+		               c ? ckpt_client_error(c) : "out of memory");
+	ckpt_client_free(c);
+	return rc == CKPT_OK;
+}
+
+void ckpt_server_finish(struct job *job)
+{
+	const struct cmrun_options *o = job->opts;
+	if (o->ckpt_dir == NULL || job->ckpt_job_id[0] == '\0')
+		return;
+	bool dropped = false;
+	if (job->ckpt_pid > 0 && !job->failed && !o->ckpt_keep)
+		dropped = drop_images(job);
+	ckpt_server_stop(job);
+	if (dropped)
+		return;
+	int host = hosts_of_ckpt(&o->hosts);
+	char where[PATH_MAX + 128];
+	if (launch_is_remote(o, host))
+		snprintf(where, sizeof where, "%s on host %s", o->ckpt_dir,
+		         o->hosts.list[host].name);
+	else
+		snprintf(where, sizeof where, "%s", o->ckpt_dir);
+	output_message("checkpoint images of this job kept in %s as job %s (list them: ckptserver "
+	               "--list --dir %s; remove them: ckptserver --remove %s --dir %s)",
+	               where, job->ckpt_job_id, o->ckpt_dir, job->ckpt_job_id, o->ckpt_dir);
 }

@@ -11,5 +11,8 @@ int ckpt_server_start(struct job *job);
 void ckpt_server_exited(struct job *job, int wait_status);
 /* SIGTERM, a bounded wait, then SIGKILL. */
 void ckpt_server_stop(struct job *job);
+/* The end of the job: removes its images if it succeeded (and no
+ * --ckpt-keep), stops the server, and says where kept images are. */
+void ckpt_server_finish(struct job *job);
 
 #endif

@@ -602,11 +602,11 @@ int job_run(struct job *job)
 		job_start_cms(job);
 	}
 	ev_run(loop, 0);
-	ckpt_server_stop(job);
 	cmft_close(job);
 
 	ft_final_status(job);
 	ft_report(job);
+	ckpt_server_finish(job);
 	input_stop();
 	control_close(job);
 	remote_close(job);

@@ -116,6 +116,8 @@ static void usage(FILE *out)
 	    "                         restarts from its latest one (docs/checkpointing.md)\n"
 	    "      --ckpt-every T     a rank checkpoints at its first chanmem_checkpoint\n"
 	    "                         call after T since its last one (default: every call)\n"
+	    "      --ckpt-keep        keep the job's images in the --ckpt-dir after it\n"
+	    "                         succeeds (default: removed; a failed job keeps them)\n"
 	    "\n"
 	    "Placement and launching (docs/deployment.md): without addresses a host is\n"
 	    "a label on this machine; with addr= its processes are started there.\n"
@@ -228,6 +230,7 @@ enum {
 	OPT_NO_STATUS,
 	OPT_CKPT_DIR,
 	OPT_CKPT_EVERY,
+	OPT_CKPT_KEEP,
 	OPT_MAP_BY,
 	OPT_LAUNCH,
 	OPT_CONTROL_ADDR,
@@ -447,6 +450,7 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 	    {"no-status", no_argument, NULL, OPT_NO_STATUS},
 	    {"ckpt-dir", required_argument, NULL, OPT_CKPT_DIR},
 	    {"ckpt-every", required_argument, NULL, OPT_CKPT_EVERY},
+	    {"ckpt-keep", no_argument, NULL, OPT_CKPT_KEEP},
 	    {"map-by", required_argument, NULL, OPT_MAP_BY},
 	    {"launch", required_argument, NULL, OPT_LAUNCH},
 	    {"control-addr", required_argument, NULL, OPT_CONTROL_ADDR},
@@ -697,6 +701,9 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 				    optarg);
 			opts->ckpt_every = optarg;
 			break;
+		case OPT_CKPT_KEEP:
+			opts->ckpt_keep = true;
+			break;
 		case OPT_MAP_BY:
 			if (strcmp(optarg, "slot") == 0)
 				map_by = MAP_BY_SLOT;
@@ -822,6 +829,8 @@ void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts)
 		          "--transport cm: the direct transport cannot restart a rank");
 	if (opts->ckpt_every && opts->ckpt_dir == NULL)
 		bad_usage("--ckpt-every goes with --ckpt-dir (where the checkpoints go)");
+	if (opts->ckpt_keep && opts->ckpt_dir == NULL)
+		bad_usage("--ckpt-keep goes with --ckpt-dir (where the checkpoints go)");
 	if (opts->ckpt_dir && opts->transport != CMRUN_TRANSPORT_CM)
 		bad_usage("--ckpt-dir needs --transport cm: only a rank restarted from a channel "
 		          "memory's log can resume from a checkpoint");

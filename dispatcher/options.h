@@ -98,6 +98,7 @@ struct cmrun_options {
 	/* Application checkpoints (ckpt.c): NULL = none. */
 	const char *ckpt_dir;   /* --ckpt-dir */
 	const char *ckpt_every; /* --ckpt-every, as given (the ranks parse it) */
+	bool ckpt_keep;         /* --ckpt-keep: images stay after a successful job */
 	const char *heartbeat_timeout_text;
 	/* Placement (--hosts FILE / --host LIST; one host "localhost" with a
 	 * slot per rank without them). */

@@ -79,6 +79,10 @@ void signal_cms(struct job *job, int sig)
 
 static bool is_known_child(struct job *job, pid_t pid)
 {
+	/* It outlives the ranks: a successful job's images are removed
+	 * through it before ckpt_server_finish stops it. */
+	if (job->ckpt_pid > 0 && pid == job->ckpt_pid)
+		return true;
 	for (int i = 0; i < job->nprocs && job->ranks_running > 0; i++)
 		if (job->ranks[i].state == PROC_RUNNING && job->ranks[i].pid == pid)
 			return true;
