@@ -91,6 +91,8 @@ START_TEST(header_lengths)
 	    {CKPT_T_GET_DATA, 1, CKPT_CHUNK_MAX},
 	    {CKPT_T_GET_END, 0, 0},
 	    {CKPT_T_ERROR, 0, CKPT_ERROR_TEXT_MAX},
+	    {CKPT_T_DROP_JOB, 1, CKPT_JOB_MAX},
+	    {CKPT_T_DROP_OK, 0, 0},
 	};
 	uint8_t b[CKPT_HEADER_SIZE];
 	struct ckpt_header h;
@@ -128,6 +130,10 @@ START_TEST(header_arg_rules)
 	ck_assert_int_eq(ckpt_header_decode(b, sizeof b, &h), CKPT_E_FIELD);
 	encode(CKPT_T_PUT_OK, 0, UINT64_MAX, b);
 	ck_assert_int_eq(ckpt_header_decode(b, sizeof b, &h), CKPT_OK);
+	encode(CKPT_T_DROP_OK, 0, UINT64_MAX, b); /* images removed */
+	ck_assert_int_eq(ckpt_header_decode(b, sizeof b, &h), CKPT_OK);
+	encode(CKPT_T_DROP_JOB, 5, 1, b);
+	ck_assert_int_eq(ckpt_header_decode(b, sizeof b, &h), CKPT_E_FIELD);
 }
 END_TEST
 

@@ -1,8 +1,8 @@
 /* Live tests of the real ckptserver binary ($CKPTSERVER) on 127.0.0.1,
  * driven through libckptclient: what it stores and serves back. Byte-exact
  * round trips, --keep pruning, restart, uploads killed midway, many clients
- * at once. Refusals are test_ckpt_server_refusals.c's; the fixture is
- * test_ckpt_server_fixture.c's. */
+ * at once, removing a job's images (DROP_JOB, --remove) and --list. Refusals are
+ * test_ckpt_server_refusals.c's; the fixture is test_ckpt_server_fixture.c's. */
 #include "config.h"
 
 #include "test_ckpt_server_fixture.h"
@@ -11,8 +11,10 @@
 
 #include <check.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -201,6 +203,154 @@ START_TEST(parallel_clients)
 }
 END_TEST
 
+/* DROP_JOB removes every image of that job, and only of that job. */
+START_TEST(drop_job_removes_only_its_own)
+{
+	struct ckpt_client *c = connect_ok();
+	uint8_t *img = make_image(30000, 3);
+	for (uint32_t rank = 0; rank < 2; rank++)
+		for (uint64_t number = 1; number <= 2; number++)
+			upload_ok(c, rank, number, img, 30000);
+	ck_assert_int_eq(ckpt_upload(c, "otherjob", 0, 5, img, 1000), CKPT_OK);
+	uint64_t removed = 99;
+	ck_assert_int_eq(ckpt_drop_job(c, JOB, &removed), CKPT_OK);
+	ck_assert_uint_eq(removed, 4);
+	ck_assert_int_eq(count_files("img-" JOB "-"), 0);
+	ck_assert_int_eq(count_files("img-otherjob-"), 1);
+	void *got;
+	size_t n;
+	uint64_t num;
+	ck_assert_int_eq(ckpt_fetch_latest_alloc(c, JOB, 0, &num, &got, &n), CKPT_E_NOTFOUND);
+	ck_assert_int_eq(ckpt_fetch_latest_alloc(c, "otherjob", 0, &num, &got, &n), CKPT_OK);
+	ck_assert_uint_eq(num, 5);
+	ck_assert_uint_eq(n, 1000);
+	ck_assert_int_eq(memcmp(got, img, 1000), 0);
+	free(got);
+	/* Nothing left of it: 0 removed, and the job can store again. */
+	ck_assert_int_eq(ckpt_drop_job(c, JOB, &removed), CKPT_OK);
+	ck_assert_uint_eq(removed, 0);
+	upload_ok(c, 0, 3, img, 30000);
+	expect_latest(c, 0, 3, img, 30000);
+	ck_assert_int_eq(ckpt_drop_job(c, "bad/job", &removed), CKPT_E_ARG);
+	ckpt_client_free(c);
+	/* The removal survives a restart: the index says the same. */
+	stop_server();
+	start_server(NULL);
+	c = connect_ok();
+	ck_assert_int_eq(ckpt_fetch_latest_alloc(c, JOB, 1, &num, &got, &n), CKPT_E_NOTFOUND);
+	expect_latest(c, 0, 3, img, 30000);
+	ckpt_client_free(c);
+	free(img);
+}
+END_TEST
+
+/* --list: one line per job and rank (newest generation, sizes, images). */
+START_TEST(list_and_remove)
+{
+	struct ckpt_client *c = connect_ok();
+	uint8_t *img = make_image(20000, 4);
+	upload_ok(c, 0, 1, img, 10000);
+	upload_ok(c, 0, 2, img, 20000);
+	upload_ok(c, 3, 7, img, 123);
+	ck_assert_int_eq(ckpt_upload(c, "job-b", 1, 4, img, 5), CKPT_OK);
+	ckpt_client_free(c);
+	free(img);
+	char out[4096];
+	const char *list[] = {"--list", "--dir", server_dir, NULL};
+	/* Not while a server uses the directory. */
+	ck_assert_int_eq(run_ckptserver(list, out, sizeof out), 1);
+	ck_assert_ptr_nonnull(strstr(out, "another ckptserver uses this directory"));
+	stop_server();
+
+	ck_assert_int_eq(run_ckptserver(list, out, sizeof out), 0);
+	char job[80], when[40];
+	unsigned rank, images;
+	unsigned long long gen, size, stored;
+	const char *line = strchr(out, '\n');
+	ck_assert_ptr_nonnull(line);
+	ck_assert_int_eq(strncmp(out, "JOB ", 4), 0);
+	static const struct {
+		const char *job;
+		unsigned rank;
+		unsigned long long gen, size;
+		unsigned images;
+	} want[] = {{"job-b", 1, 4, 5, 1}, {JOB, 0, 2, 20000, 2}, {JOB, 3, 7, 123, 1}};
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+		ck_assert_int_eq(sscanf(line + 1, "%79s %u %llu %llu %llu %39s %u", job, &rank,
+		                        &gen, &size, &stored, when, &images),
+		                 7);
+		ck_assert_str_eq(job, want[i].job);
+		ck_assert_uint_eq(rank, want[i].rank);
+		ck_assert_uint_eq(gen, want[i].gen);
+		ck_assert_uint_eq(size, want[i].size);
+		ck_assert_uint_eq(images, want[i].images);
+		ck_assert_uint_gt(stored, 0);
+		ck_assert_int_eq((int)strlen(when), 20); /* 2026-01-02T03:04:05Z */
+		line = strchr(line + 1, '\n');
+		ck_assert_ptr_nonnull(line);
+	}
+	ck_assert_str_eq(line, "\n");
+
+	const char *rm[] = {"--remove", JOB, "--dir", server_dir, NULL};
+	ck_assert_int_eq(run_ckptserver(rm, out, sizeof out), 0);
+	ck_assert_ptr_nonnull(strstr(out, "removed 3 image(s) of job " JOB));
+	ck_assert_int_eq(count_files("img-" JOB "-"), 0);
+	ck_assert_int_eq(count_files("img-job-b-"), 1);
+	ck_assert_int_eq(run_ckptserver(rm, out, sizeof out), 1);
+	ck_assert_ptr_nonnull(strstr(out, "no images of job " JOB));
+	ck_assert_int_eq(run_ckptserver(list, out, sizeof out), 0);
+	ck_assert_ptr_null(strstr(out, JOB));
+	ck_assert_ptr_nonnull(strstr(out, "job-b "));
+	const char *rm_b[] = {"--remove", "job-b", "--dir", server_dir, NULL};
+	ck_assert_int_eq(run_ckptserver(rm_b, out, sizeof out), 0);
+	ck_assert_int_eq(run_ckptserver(list, out, sizeof out), 0);
+	ck_assert_ptr_nonnull(strstr(out, ": no images"));
+	/* The server still starts on what is left. */
+	start_server(NULL);
+}
+END_TEST
+
+/* What --list and --remove refuse: never a store created or touched. */
+START_TEST(list_refusals)
+{
+	stop_server();
+	char out[4096], missing[128], empty[128];
+	snprintf(missing, sizeof missing, "%s/missing", server_dir);
+	snprintf(empty, sizeof empty, "%s/empty", server_dir);
+	ck_assert_int_eq(mkdir(empty, 0700), 0);
+	const char *list_missing[] = {"--list", "--dir", missing, NULL};
+	ck_assert_int_eq(run_ckptserver(list_missing, out, sizeof out), 1);
+	ck_assert_ptr_nonnull(strstr(out, "No such file or directory"));
+	ck_assert_int_eq(access(missing, F_OK), -1);
+	const char *list_empty[] = {"--list", "--dir", empty, NULL};
+	ck_assert_int_eq(run_ckptserver(list_empty, out, sizeof out), 1);
+	ck_assert_ptr_nonnull(strstr(out, "not a checkpoint directory"));
+	const char *both[] = {"--list", "--remove", JOB, "--dir", server_dir, NULL};
+	ck_assert_int_eq(run_ckptserver(both, out, sizeof out), 2);
+	const char *bad_job[] = {"--remove", "a/b", "--dir", server_dir, NULL};
+	ck_assert_int_eq(run_ckptserver(bad_job, out, sizeof out), 2);
+	ck_assert_ptr_nonnull(strstr(out, "not a job id"));
+	const char *no_dir[] = {"--list", NULL};
+	ck_assert_int_eq(run_ckptserver(no_dir, out, sizeof out), 2);
+	/* A damaged index: the start-up refusal, word for word. */
+	char data[160];
+	snprintf(data, sizeof data, "%s/data.mdb", server_dir);
+	FILE *f = fopen(data, "r+");
+	ck_assert_ptr_nonnull(f);
+	fseek(f, 100, SEEK_SET);
+	int ch = fgetc(f);
+	fseek(f, 100, SEEK_SET);
+	fputc(ch ^ 0x5a, f);
+	fclose(f);
+	const char *list[] = {"--list", "--dir", server_dir, NULL};
+	ck_assert_int_eq(run_ckptserver(list, out, sizeof out), 1);
+	ck_assert_ptr_nonnull(strstr(out, "the checkpoint store is damaged"));
+	const char *rm[] = {"--remove", JOB, "--dir", server_dir, NULL};
+	ck_assert_int_eq(run_ckptserver(rm, out, sizeof out), 1);
+	ck_assert_ptr_nonnull(strstr(out, "the checkpoint store is damaged"));
+}
+END_TEST
+
 static void add_tests(TCase *tc)
 {
 	tcase_add_test(tc, round_trip_sizes);
@@ -208,6 +358,9 @@ static void add_tests(TCase *tc)
 	tcase_add_test(tc, restart_keeps_images);
 	tcase_add_test(tc, killed_client_leaves_nothing);
 	tcase_add_test(tc, parallel_clients);
+	tcase_add_test(tc, drop_job_removes_only_its_own);
+	tcase_add_test(tc, list_and_remove);
+	tcase_add_test(tc, list_refusals);
 }
 
 int main(void)

@@ -120,6 +120,50 @@ pid_t spawn(const char *secret, const char *const extra[], char *addr, int *stat
 	return pid;
 }
 
+int run_ckptserver(const char *const args[], char *out, size_t cap)
+{
+	int pipefd[2];
+	ck_assert_int_eq(pipe(pipefd), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(pipefd[1], 1);
+		dup2(pipefd[1], 2);
+		close(pipefd[0]);
+		close(pipefd[1]);
+		const char *argv[32];
+		int n = 0;
+		argv[n++] = server_path();
+		for (int i = 0; args[i] && n < 31; i++)
+			argv[n++] = args[i];
+		argv[n] = NULL;
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	size_t got = 0;
+	long long deadline = now_ms() + IO_MS;
+	while (got < cap - 1 && now_ms() < deadline) {
+		struct pollfd p = {.fd = pipefd[0], .events = POLLIN};
+		if (poll(&p, 1, 200) <= 0)
+			continue;
+		ssize_t r = read(pipefd[0], out + got, cap - 1 - got);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	close(pipefd[0]);
+	out[got] = '\0';
+	int st = wait_bounded(pid, IO_MS);
+	if (st == -1) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		return -1;
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 void start_server(const char *const extra[])
 {
 	const char *args[24] = {"--dir", server_dir};

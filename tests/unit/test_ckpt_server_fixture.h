@@ -25,6 +25,10 @@ int wait_bounded(pid_t pid, int ms);
 /* Runs ckptserver with args (NULL-terminated). Returns its pid once it
  * wrote its address on --ready-fd, or -1 with *status set if it exited. */
 pid_t spawn(const char *secret, const char *const extra[], char *addr, int *status);
+/* Runs ckptserver with args (NULL-terminated) to its exit, its stdout and
+ * stderr into out (NUL-terminated, at most cap - 1 bytes). The exit status,
+ * or -1 if it was killed or did not exit in time. */
+int run_ckptserver(const char *const args[], char *out, size_t cap);
 /* The fixture's server (--dir server_dir plus extra): started, stopped
  * with SIGTERM expecting a clean exit 0, or SIGKILLed. */
 void start_server(const char *const extra[]);

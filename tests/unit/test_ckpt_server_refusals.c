@@ -183,6 +183,32 @@ static int run_status(const char *secret, const char *const args[])
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* DROP_JOB: not before HELLO, not with a bad job id, not mid-upload; the
+ * images stay in every case. */
+START_TEST(drop_job_refused)
+{
+	struct ckpt_client *c = connect_ok();
+	uint8_t *a = make_image(3000, 5);
+	upload_ok(c, 0, 1, a, 3000);
+	int fd = raw_connect();
+	raw_send(fd, CKPT_T_DROP_JOB, JOB, (uint32_t)strlen(JOB));
+	expect_error_then_close(fd, CKPT_E_AUTH);
+	fd = raw_hello();
+	raw_send(fd, CKPT_T_DROP_JOB, "bad/job", 7);
+	expect_error_then_close(fd, CKPT_E_FIELD);
+	fd = raw_hello();
+	struct ckpt_ref ref = {.job = JOB, .rank = 0, .number = 2};
+	uint8_t p[CKPT_PUT_BEGIN_FIXED + CKPT_JOB_MAX];
+	raw_send(fd, CKPT_T_PUT_BEGIN, p, (uint32_t)ckpt_put_begin_encode(&ref, p));
+	raw_send(fd, CKPT_T_DROP_JOB, JOB, (uint32_t)strlen(JOB));
+	expect_error_then_close(fd, CKPT_E_STATE);
+	expect_latest(c, 0, 1, a, 3000);
+	ck_assert_int_eq(count_files("img-"), 1);
+	ckpt_client_free(c);
+	free(a);
+}
+END_TEST
+
 START_TEST(bad_command_lines)
 {
 	const char *no_dir[] = {NULL};
@@ -211,6 +237,7 @@ static void add_tests(TCase *tc)
 	tcase_add_test(tc, corrupt_upload_refused);
 	tcase_add_test(tc, oversize_refused);
 	tcase_add_test(tc, unauthenticated_refused);
+	tcase_add_test(tc, drop_job_refused);
 	tcase_add_test(tc, bad_command_lines);
 }
 
