@@ -257,6 +257,10 @@ void ckpt_server_finish(struct job *job)
 	ckpt_server_stop(job);
 	if (dropped)
 		return;
+	/* A success with --ckpt-keep stays quiet (ckptserver --list shows
+	 * what it kept); a failure, or a removal that failed, says where. */
+	if (!job->failed && o->ckpt_keep && cm_log_verbosity() < 1)
+		return;
 	int host = hosts_of_ckpt(&o->hosts);
 	char where[PATH_MAX + 128];
 	if (launch_is_remote(o, host))
