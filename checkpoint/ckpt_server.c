@@ -1,7 +1,8 @@
 /* ckptserver: the checkpoint server. Parses and validates the command line,
  * reads the job secret, opens the image store, listens, tells whoever
  * started it where, and serves each connection in its own thread (see
- * ckpt_session.c for why threads). */
+ * ckpt_session.c for why threads). --list and --remove open the store, act
+ * and exit instead. */
 #include "config.h"
 
 #include "ckpt_session.h"
