@@ -55,6 +55,14 @@ static void put_be(uint8_t *p, uint64_t v, int n)
 		p[i] = (uint8_t)(v >> (8 * (n - 1 - i)));
 }
 
+static uint64_t get_be(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < n; i++)
+		v = (v << 8) | p[i];
+	return v;
+}
+
 size_t store_make_key(uint8_t *k, const char *job, uint32_t rank, uint64_t number)
 {
 	size_t j = strlen(job);
@@ -62,7 +70,20 @@ size_t store_make_key(uint8_t *k, const char *job, uint32_t rank, uint64_t numbe
 	k[j] = 0;
 	put_be(k + j + 1, rank, 4);
 	put_be(k + j + 5, number, 8);
-	return j + 13;
+	return j + KEY_TAIL;
+}
+
+int store_parse_key(const MDB_val *k, char *job, uint32_t *rank, uint64_t *number)
+{
+	const uint8_t *p = k->mv_data;
+	if (k->mv_size <= KEY_TAIL || k->mv_size > KEY_MAX || p[k->mv_size - KEY_TAIL] != 0)
+		return -1;
+	size_t j = k->mv_size - KEY_TAIL;
+	memcpy(job, p, j);
+	job[j] = '\0';
+	*rank = (uint32_t)get_be(p + j + 1, 4);
+	*number = get_be(p + j + 5, 8);
+	return 0;
 }
 
 static uint64_t entry_sum(const uint8_t *k, size_t klen, const uint8_t *v, size_t vlen)
@@ -712,17 +733,12 @@ discard:
 	return rc;
 }
 
-/* Whether key k belongs to job (the job bytes, then NUL). */
-static int key_of_job(const MDB_val *k, const char *job, size_t jlen)
-{
-	return k->mv_size == jlen + 13 && memcmp(k->mv_data, job, jlen) == 0 &&
-	       ((const uint8_t *)k->mv_data)[jlen] == 0;
-}
-
 int ckpt_store_remove_job(struct ckpt_store *st, const char *job, uint64_t *removed)
 {
 	uint8_t first[KEY_MAX];
-	size_t jlen = strlen(job);
+	char kjob[CKPT_JOB_MAX + 1];
+	uint32_t rank;
+	uint64_t number;
 	MDB_val k = {store_make_key(first, job, 0, 0), first}, v;
 	MDB_txn *txn = NULL;
 	MDB_cursor *cur = NULL;
@@ -734,7 +750,8 @@ int ckpt_store_remove_job(struct ckpt_store *st, const char *job, uint64_t *remo
 	if (rc == 0 && (rc = mdb_cursor_open(txn, st->dbi, &cur)) == 0) {
 		/* After mdb_cursor_del, MDB_NEXT yields the entry that followed. */
 		for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-		     rc == 0 && key_of_job(&k, job, jlen);
+		     rc == 0 && store_parse_key(&k, kjob, &rank, &number) == 0 &&
+		     strcmp(kjob, job) == 0;
 		     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 			if (n == cap) {
 				cap = cap ? cap * 2 : 64;

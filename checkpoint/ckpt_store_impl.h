@@ -14,7 +14,8 @@
 #define NAME_MAX_LEN 160
 /* Key: job bytes, NUL, rank (u32 BE), number (u64 BE): sorts by job, rank,
  * then number, so a rank's images are adjacent and oldest first. */
-#define KEY_MAX (CKPT_JOB_MAX + 1 + 4 + 8)
+#define KEY_TAIL (1 + 4 + 8)
+#define KEY_MAX (CKPT_JOB_MAX + KEY_TAIL)
 /* Value: raw size, compressed size, checksum, commit time (ns since the
  * epoch), entry checksum, all u64 LE, then the file name. The entry
  * checksum (FNV-1a over the key, then the value without it) ties a value to
@@ -38,6 +39,9 @@ struct index_val {
 
 /* The index key of (job, rank, number); returns its length. */
 size_t store_make_key(uint8_t *k, const char *job, uint32_t rank, uint64_t number);
+/* The reverse: job (CKPT_JOB_MAX + 1 bytes), rank, number. 0, or -1 for a
+ * key of another shape. */
+int store_parse_key(const MDB_val *k, char *job, uint32_t *rank, uint64_t *number);
 /* Index entries come from disk: the entry checksum must match and the
  * name must be one of ours. 0, or -1. */
 int store_decode_val(const MDB_val *k, const MDB_val *v, struct index_val *iv);

@@ -48,11 +48,11 @@ int store_reader_open(struct ckpt_store *st, const struct ckpt_ref *ref, struct 
 		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
 		rc = mdb_cursor_get(cur, &k, &v, rc == 0 ? MDB_PREV : MDB_LAST);
 		if (rc == 0 && k.mv_size == plen + 8 && memcmp(k.mv_data, key, plen) == 0) {
-			const uint8_t *kp = k.mv_data;
-			info->number = 0;
-			for (int i = 0; i < 8; i++)
-				info->number = (info->number << 8) | kp[plen + i];
-			found = store_decode_val(&k, &v, &iv) == 0 ? 1 : -1;
+			char job[CKPT_JOB_MAX + 1];
+			uint32_t rank;
+			int ok = store_parse_key(&k, job, &rank, &info->number) == 0 &&
+			         store_decode_val(&k, &v, &iv) == 0;
+			found = ok ? 1 : -1;
 		}
 		mdb_cursor_close(cur);
 		mdb_txn_abort(txn);
@@ -181,25 +181,22 @@ int ckpt_store_list(struct ckpt_store *st, void (*fn)(void *arg, const struct ck
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		struct index_val iv;
-		const uint8_t *kp = k.mv_data;
-		size_t jlen = k.mv_size - 13;
-		if (k.mv_size <= 13 || kp[jlen] != 0 || store_decode_val(&k, &v, &iv) < 0) {
+		char kjob[CKPT_JOB_MAX + 1];
+		uint32_t rank;
+		uint64_t number;
+		if (store_parse_key(&k, kjob, &rank, &number) < 0 ||
+		    store_decode_val(&k, &v, &iv) < 0) {
 			cm_err("%s: an index entry fails its checksum", st->dir);
 			bad = 1;
 			break;
 		}
-		uint32_t rank = (uint32_t)kp[jlen + 1] << 24 | (uint32_t)kp[jlen + 2] << 16 |
-		                (uint32_t)kp[jlen + 3] << 8 | kp[jlen + 4];
-		if (r.images && (rank != r.rank || strlen(job) != jlen || memcmp(job, kp, jlen))) {
+		if (r.images && (rank != r.rank || strcmp(job, kjob) != 0)) {
 			fn(arg, &r);
 			r.images = 0;
 		}
-		memcpy(job, kp, jlen);
-		job[jlen] = '\0';
+		strcpy(job, kjob);
 		r.rank = rank;
-		r.number = 0;
-		for (int i = 0; i < 8; i++)
-			r.number = (r.number << 8) | kp[jlen + 5 + i];
+		r.number = number;
 		r.raw = iv.raw;
 		r.compressed = iv.compressed;
 		r.time_ns = iv.time_ns;

@@ -53,6 +53,25 @@ int wait_bounded(pid_t pid, int ms)
 	}
 }
 
+/* Reads fd until EOF, cap - 1 bytes or IO_MS, into buf (NUL-terminated);
+ * closes fd. */
+static void read_to_end(int fd, char *buf, size_t cap)
+{
+	size_t got = 0;
+	long long deadline = now_ms() + IO_MS;
+	while (got < cap - 1 && now_ms() < deadline) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (poll(&p, 1, 200) <= 0)
+			continue;
+		ssize_t r = read(fd, buf + got, cap - 1 - got);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	close(fd);
+	buf[got] = '\0';
+}
+
 /* Runs ckptserver with args (NULL-terminated). Returns its pid once it
  * wrote its address on --ready-fd, or -1 with *status set if it exited. */
 pid_t spawn(const char *secret, const char *const extra[], char *addr, int *status)
@@ -89,20 +108,8 @@ pid_t spawn(const char *secret, const char *const extra[], char *addr, int *stat
 		_exit(127);
 	}
 	close(ready[1]);
-	char buf[64] = "";
-	size_t got = 0;
-	long long deadline = now_ms() + IO_MS;
-	while (got < sizeof buf - 1 && now_ms() < deadline) {
-		struct pollfd p = {.fd = ready[0], .events = POLLIN};
-		if (poll(&p, 1, 200) <= 0)
-			continue;
-		ssize_t r = read(ready[0], buf + got, sizeof buf - 1 - got);
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
-	close(ready[0]);
-	buf[got] = '\0';
+	char buf[64];
+	read_to_end(ready[0], buf, sizeof buf);
 	char *nl = strchr(buf, '\n');
 	if (nl == NULL) {
 		int st = wait_bounded(pid, IO_MS);
@@ -142,19 +149,7 @@ int run_ckptserver(const char *const args[], char *out, size_t cap)
 		_exit(127);
 	}
 	close(pipefd[1]);
-	size_t got = 0;
-	long long deadline = now_ms() + IO_MS;
-	while (got < cap - 1 && now_ms() < deadline) {
-		struct pollfd p = {.fd = pipefd[0], .events = POLLIN};
-		if (poll(&p, 1, 200) <= 0)
-			continue;
-		ssize_t r = read(pipefd[0], out + got, cap - 1 - got);
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
-	close(pipefd[0]);
-	out[got] = '\0';
+	read_to_end(pipefd[0], out, cap);
 	int st = wait_bounded(pid, IO_MS);
 	if (st == -1) {
 		kill(pid, SIGKILL);
