@@ -352,7 +352,8 @@ ssh_clean ssh_direct_clean
 
 # (d) Application checkpoints through ssh: the checkpoint server on host 0 (roles=ckpt)
 # under cmrun --remote-exec --watch, rank 1 kills itself in step 15 and must resume from
-# its latest image, restarted through ssh; the same output as ever.
+# its latest image, restarted through ssh; the same output as ever; the job succeeded, so
+# its images are gone from the remote server's directory.
 name=ssh_ckpt
 if itest_selected $name; then
 	ssh_sampler_start
@@ -376,6 +377,17 @@ if itest_selected $name; then
 		sed 's/^/    seen: /' "$itest_work/placement"
 	else
 		itest_pass "$name: resumed at step $step"
+	fi
+	# The job succeeded: cmrun removed its images through the remote server.
+	name=ssh_ckpt_removed
+	echo "ls $itest_work/ckpt_images" >"$itest_work/$name.cmd"
+	left=$(ls "$itest_work/ckpt_images" 2>/dev/null | grep -c '^img-')
+	if [ ! -f "$itest_work/ckpt_images/data.mdb" ]; then
+		itest_fail $name "no checkpoint store in $itest_work/ckpt_images"
+	elif [ "$left" -ne 0 ]; then
+		itest_fail $name "$left image file(s) left after the job succeeded"
+	else
+		itest_pass $name
 	fi
 fi
 ssh_clean ssh_ckpt_clean
