@@ -32,7 +32,7 @@ static uint16_t allowed_flags(unsigned type)
 {
 	switch (type) {
 	case CM_T_MSG:
-		return CM_F_SYNC;
+		return CM_F_SYNC | CM_F_ACK;
 	case CM_T_PROBE:
 		return CM_F_BLOCKING;
 	case CM_T_PROBE_REPLY:
@@ -100,6 +100,7 @@ enum cm_err cm_header_validate(const struct cm_header *h, const struct cm_limits
 	case CM_T_SYNC_ACK:
 	case CM_T_BYE:
 	case CM_T_BYE_ACK:
+	case CM_T_LOGGED:
 		if (h->len != 0)
 			return CM_E_LENGTH;
 		if (!rank_ok(h->src, lim) || !rank_ok(h->dst, lim))
@@ -232,6 +233,6 @@ const char *cm_type_str(unsigned type)
 	static const char *const names[] = {
 	    "?",     "HELLO",       "HELLO_ACK", "MSG",        "RECV_REQ", "DELIVER",
 	    "PROBE", "PROBE_REPLY", "SYNC_ACK",  "BYE",        "BYE_ACK",  "ERROR",
-	    "EVENT", "EVENT_ACK",   "CANCEL",    "CANCEL_ACK", "TRIM"};
+	    "EVENT", "EVENT_ACK",   "CANCEL",    "CANCEL_ACK", "TRIM",     "LOGGED"};
 	return type <= CM_T_TYPE_MAX ? names[type] : "?";
 }
