@@ -97,10 +97,10 @@ enum cm_err cm_header_validate(const struct cm_header *h, const struct cm_limits
 		}
 		return CM_OK;
 	case CM_T_HELLO_ACK:
+	case CM_T_LOGGED:
 	case CM_T_SYNC_ACK:
 	case CM_T_BYE:
 	case CM_T_BYE_ACK:
-	case CM_T_LOGGED:
 		if (h->len != 0)
 			return CM_E_LENGTH;
 		if (!rank_ok(h->src, lim) || !rank_ok(h->dst, lim))

@@ -50,9 +50,9 @@ enum cm_frame_type {
 	CM_T_TRIM = 16, /* rank -> home CM: `clock` = first request id the rank's committed
 	                   checkpoint image does not cover; payload: u64 LE first event index
 	                   it does not cover. What the image consumed may be dropped. */
-	/* Surviving a channel memory's death: what a rank may stop retaining. */
-	CM_T_LOGGED = 17, /* CM -> rank: every MSG of the rank with clock < `clock` sent to this
-	                     CM is logged here (answers a MSG with CM_F_ACK) */
+	/* Surviving a channel memory's death. */
+	CM_T_LOGGED = 17, /* CM -> rank: every MSG of the rank through this CM with a clock below
+	                     `clock` is logged (the answer to CM_F_ACK) */
 	CM_T_TYPE_MAX = 17
 };
 
