@@ -89,8 +89,12 @@ for ((i = FIRST; i < FIRST + RUNS; i++)); do
 	stdinck) ref=stdin prog=(ft_stdin 5 1) opts+=(--kill-rank 0 "${ckpt[@]}") ;;
 	*) ref=$kind prog=(ft_suite "$kind" "$ITERS") ;;
 	esac
-	ITEST_STDIN=$input FT_VERBOSE=1 CHANMEM_TEST_MODE=$mode FT_SLEEP_MS=10 \
-		ft_same "$name" "soak_ref_$ref" "${opts[@]}" -- "${prog[@]}"
+	# A CM's recovery, on top of images every few tens of ms, takes longer
+	# on a loaded machine; a hang still shows.
+	timeout=30s
+	[ ${#cmkill[@]} -gt 0 ] && timeout=60s
+	ITEST_JOB_TIMEOUT=$timeout ITEST_STDIN=$input FT_VERBOSE=1 CHANMEM_TEST_MODE=$mode \
+		FT_SLEEP_MS=10 ft_same "$name" "soak_ref_$ref" "${opts[@]}" -- "${prog[@]}"
 	n=$(grep -c 'restarting it as incarnation' "$itest_work/$name.err" 2>/dev/null)
 	restarts=$((restarts + ${n:-0}))
 	c=$(sed -n 's/^cmrun:   channel memories: \([0-9]*\) restart.*/\1/p' \
