@@ -53,6 +53,8 @@ struct cm_out {
 	size_t len;
 	size_t off; /* bytes of header + payload already written */
 	struct cm_req *req;
+	int hold;       /* retained from req's buffer: req completes on LOGGED */
+	int again;      /* a re-sent logged MSG: not kept after it is written */
 	uint8_t *owned; /* copy of the payload we free, or NULL */
 	size_t cap;     /* inline_data bytes allocated */
 	uint8_t hdr[CM_HEADER_SIZE];
@@ -78,6 +80,7 @@ struct cm_conn *cm_conn_new(int fd, enum cm_conn_state state, int self, const ch
 	c->poll_before_wait =
 	    getsockname(fd, (struct sockaddr *)&addr, &addr_len) == 0 && addr.ss_family == AF_UNIX;
 	c->wait_limit_ms = -1;
+	c->write_budget = -1;
 	c->fd = fd;
 	c->state = state;
 	c->accepted = state == CM_CONN_AWAIT_HELLO;
@@ -120,6 +123,11 @@ void cm_conn_free(struct cm_conn *c)
 		c->out_head = o->next;
 		out_free(c, o); /* small blocks land in the spares, freed next */
 	}
+	while (c->kept_head) {
+		struct cm_out *o = c->kept_head;
+		c->kept_head = o->next;
+		out_free(c, o);
+	}
 	while (c->nspares > 0)
 		free(c->spares[--c->nspares]);
 	if (c->fd >= 0)
@@ -159,13 +167,60 @@ static void append(struct cm_conn *c, struct cm_out *o)
 	c->out_tail = o;
 }
 
+static uint64_t out_clock(const struct cm_out *o)
+{
+	return cm_get_u64(o->hdr + 24);
+}
+
+static int out_is_msg(const struct cm_out *o)
+{
+	return o->hdr[1] == CM_T_MSG;
+}
+
+static void kept_append(struct cm_conn *c, struct cm_out *o)
+{
+	o->next = NULL;
+	o->off = 0; /* a re-send starts with the header */
+	if (c->kept_tail)
+		c->kept_tail->next = o;
+	else
+		c->kept_head = o;
+	c->kept_tail = o;
+}
+
+/* A retained MSG was written: it waits for LOGGED. Its send request may
+ * complete now, so a payload still in the user's buffer is copied first,
+ * unless the request itself waits for LOGGED (hold). */
+static int keep_written(struct cm_conn *c, struct cm_out *o)
+{
+	struct cm_req *req = o->req;
+	if (!o->hold) {
+		if (o->len > 0 && o->payload != o->inline_data && o->owned == NULL) {
+			uint8_t *copy = malloc(o->len);
+			if (copy == NULL)
+				return cm_conn_fail(c, "out of memory retaining a message");
+			memcpy(copy, o->payload, o->len);
+			o->owned = copy;
+			o->payload = copy;
+		}
+		o->req = NULL;
+	}
+	kept_append(c, o);
+	if (req)
+		c->ops->on_sent(c, req);
+	return 0;
+}
+
 int cm_conn_flush(struct cm_conn *c)
 {
-	while (c->out_head) {
+	while (c->out_head && c->write_budget != 0 && c->fd >= 0) {
 		struct iovec iov[OUT_IOV_MAX];
 		int n = 0;
 		size_t total = 0;
+		int frames = 0;
 		for (struct cm_out *o = c->out_head; o && n + 2 <= OUT_IOV_MAX; o = o->next) {
+			if (c->write_budget >= 0 && frames++ == c->write_budget)
+				break;
 			if (o->off < CM_HEADER_SIZE) {
 				iov[n].iov_base = o->hdr + o->off;
 				iov[n].iov_len = CM_HEADER_SIZE - o->off;
@@ -205,6 +260,13 @@ int cm_conn_flush(struct cm_conn *c)
 			c->out_head = o->next;
 			if (c->out_head == NULL)
 				c->out_tail = NULL;
+			if (c->write_budget > 0)
+				c->write_budget--;
+			if (c->retain && out_is_msg(o) && !o->again) {
+				if (keep_written(c, o) < 0)
+					return -1;
+				continue;
+			}
 			if (o->req)
 				c->ops->on_sent(c, o->req);
 			out_free(c, o);
@@ -219,10 +281,13 @@ int cm_conn_flush(struct cm_conn *c)
 }
 
 /* Takes a private copy of what is left of a queued small payload, so the
- * request it belongs to can complete now. */
-static int copy_rest(struct cm_out *o)
+ * request it belongs to can complete now. A retained MSG keeps all of it:
+ * it may have to be re-sent whole. */
+static int copy_rest(struct cm_conn *c, struct cm_out *o)
 {
 	size_t done = o->off > CM_HEADER_SIZE ? o->off - CM_HEADER_SIZE : 0;
+	if (c->retain && out_is_msg(o))
+		done = 0;
 	size_t rest = o->len - done;
 	uint8_t *copy = malloc(rest ? rest : 1);
 	if (copy == NULL)
@@ -231,9 +296,31 @@ static int copy_rest(struct cm_out *o)
 	o->owned = copy;
 	o->payload = copy;
 	o->len = rest;
-	if (o->off > CM_HEADER_SIZE)
+	if (o->off > CM_HEADER_SIZE && done > 0)
 		o->off = CM_HEADER_SIZE;
 	return 0;
+}
+
+/* A MSG on a retaining connection: counted as kept, and CM_F_ACK set by
+ * the policy of conn.h. 1 when the send request itself is to wait for
+ * LOGGED (the payload is not copied). */
+static int retain_policy(struct cm_conn *c, struct cm_header *h, size_t len, struct cm_req *req)
+{
+	if (!c->retain || h->type != CM_T_MSG)
+		return 0;
+	c->kept_bytes += len;
+	c->ack_bytes += len;
+	c->ack_msgs++;
+	if (len >= CM_RETAIN_ACK_SIZE || c->ack_bytes >= CM_RETAIN_ACK_BYTES ||
+	    c->ack_msgs >= CM_RETAIN_ACK_MSGS) {
+		h->flags |= CM_F_ACK;
+		c->ack_bytes = 0;
+		c->ack_msgs = 0;
+	}
+	if (req == NULL || len < CM_RETAIN_ACK_SIZE)
+		return 0;
+	req->t_off |= CM_SEND_WAIT_LOGGED;
+	return 1;
 }
 
 int cm_conn_send(struct cm_conn *c, struct cm_header *h, const void *payload, size_t len,
@@ -248,6 +335,8 @@ int cm_conn_send(struct cm_conn *c, struct cm_header *h, const void *payload, si
 		return cm_conn_fail(c, "out of memory queueing a frame");
 	h->version = CM_PROTO_VERSION;
 	h->len = (uint32_t)len;
+	o->hold = retain_policy(c, h, len, req);
+	o->again = 0;
 	cm_header_encode(h, o->hdr);
 	o->payload = payload;
 	o->len = len;
@@ -259,7 +348,7 @@ int cm_conn_send(struct cm_conn *c, struct cm_header *h, const void *payload, si
 		return -1;
 	/* o is the tail: if the queue is not empty, o is still in it. */
 	if (c->out_head != NULL && req != NULL && copy_ok && len <= CM_COPY_LIMIT &&
-	    copy_rest(o) == 0) {
+	    copy_rest(c, o) == 0) {
 		o->req = NULL;
 		c->ops->on_sent(c, req);
 	}
@@ -277,6 +366,8 @@ static int queue_copy(struct cm_conn *c, struct cm_header *h, const void *payloa
 		return cm_conn_fail(c, "out of memory queueing a frame");
 	h->version = CM_PROTO_VERSION;
 	h->len = (uint32_t)len;
+	o->hold = retain_policy(c, h, len, NULL);
+	o->again = 0;
 	cm_header_encode(h, o->hdr);
 	if (len)
 		memcpy(o->inline_data, payload, len);
@@ -355,7 +446,7 @@ int cm_conn_refuse(struct cm_conn *c, enum cm_err code, const char *fmt, ...)
 
 void cm_conn_shutdown(struct cm_conn *c)
 {
-	if (c->shut || c->out_head || !cm_conn_alive(c))
+	if (c->shut || c->out_head || !cm_conn_alive(c) || c->fd < 0)
 		return;
 	shutdown(c->fd, SHUT_WR);
 	c->shut = 1;
@@ -372,6 +463,7 @@ static void print_error_frame(struct cm_conn *c, const struct cm_header *h)
 		text[i] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '?';
 	}
 	text[n] = '\0';
+	c->refused = 1;
 	cm_conn_fail(c, "refused by the other side, error %d (%s): %s", h->tag,
 	             cm_err_str((enum cm_err)h->tag), text);
 }
@@ -504,6 +596,8 @@ static enum cm_io read_frames(struct cm_conn *c, int flags)
 {
 	if (!cm_conn_alive(c))
 		return CM_IO_ERR;
+	if (c->fd < 0)
+		return CM_IO_OK; /* broken, not attached again yet: nothing to read */
 	for (;; flags = MSG_DONTWAIT) {
 		struct iovec iov[2];
 		int n = 0;
@@ -568,7 +662,7 @@ enum cm_io cm_conn_read(struct cm_conn *c)
 
 enum cm_io cm_conn_read_wait(struct cm_conn *c)
 {
-	if (!c->poll_before_wait || !cm_conn_alive(c))
+	if (!c->poll_before_wait || !cm_conn_alive(c) || c->fd < 0)
 		return read_frames(c, 0);
 	struct pollfd p = {.fd = c->fd, .events = POLLIN};
 	/* A signal or the time limit ends the wait early, as in recvmsg(); if
@@ -594,4 +688,112 @@ void cm_conn_redirect(struct cm_conn *c, const struct cm_sink *sink)
 	if (keep > 0)
 		memcpy(sink->buf, c->in_sink.buf, keep);
 	c->in_sink = *sink;
+}
+
+/* ---- retention and re-connection ---- */
+
+void cm_conn_retain(struct cm_conn *c)
+{
+	c->retain = 1;
+}
+
+void cm_conn_logged(struct cm_conn *c, uint64_t clock)
+{
+	while (c->kept_head && out_clock(c->kept_head) < clock) {
+		struct cm_out *o = c->kept_head;
+		c->kept_head = o->next;
+		if (c->kept_head == NULL)
+			c->kept_tail = NULL;
+		c->kept_bytes -= o->len;
+		if (o->req)
+			cm_send_settle(o->req, CM_SEND_WAIT_WRITE | CM_SEND_WAIT_LOGGED);
+		out_free(c, o);
+	}
+}
+
+/* Empties the output queue: MSGs join the kept ones (they go again in
+ * their order), the rest is dropped. */
+static void sort_queue(struct cm_conn *c)
+{
+	struct cm_out *o = c->out_head;
+	c->out_head = c->out_tail = NULL;
+	while (o) {
+		struct cm_out *next = o->next;
+		if (c->retain && out_is_msg(o) && !o->again) {
+			kept_append(c, o);
+		} else {
+			if (o->req) /* not retained: nothing will write it now */
+				c->ops->on_sent(c, o->req);
+			out_free(c, o);
+		}
+		o = next;
+	}
+	c->wblocked = 0;
+}
+
+void cm_conn_break(struct cm_conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	c->in_start = c->in_end = 0;
+	c->in_body = 0;
+	c->in_got = 0;
+	sort_queue(c);
+	c->shut = 0;
+	c->write_budget = 0;
+	c->state = CM_CONN_AWAIT_ACK;
+}
+
+int cm_conn_attach(struct cm_conn *c, int fd)
+{
+	if (cm_set_nonblock(fd, 0) < 0)
+		return -1;
+	cm_tune_socket(fd);
+	cm_set_cloexec(fd, 1);
+	if (c->wait_limit_ms > 0)
+		cm_conn_limit_wait(c, c->wait_limit_ms);
+	sort_queue(c); /* frames queued while broken */
+	c->fd = fd;
+	c->state = CM_CONN_AWAIT_ACK;
+	c->write_budget = 1;
+	return 0;
+}
+
+void cm_conn_resume(struct cm_conn *c)
+{
+	sort_queue(c);
+	c->write_budget = 0;
+	cm_conn_logged(c, c->ack_clock);
+}
+
+unsigned cm_conn_resend(struct cm_conn *c)
+{
+	unsigned n = 0;
+	struct cm_out *o = c->kept_head;
+	c->kept_head = c->kept_tail = NULL;
+	while (o) {
+		struct cm_out *next = o->next;
+		append(c, o);
+		n++;
+		o = next;
+	}
+	return n;
+}
+
+int cm_conn_release(struct cm_conn *c)
+{
+	c->write_budget = -1;
+	return cm_conn_flush(c);
+}
+
+int cm_conn_queue_again(struct cm_conn *c, struct cm_header *h, const void *payload, size_t len)
+{
+	int retain = c->retain;
+	c->retain = 0; /* not counted as kept */
+	int rc = queue_copy(c, h, payload, len);
+	c->retain = retain;
+	if (rc == 0)
+		c->out_tail->again = 1;
+	return rc;
 }

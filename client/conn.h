@@ -17,7 +17,15 @@
  * Handshake: the connecting side queues HELLO and expects HELLO_ACK (or
  * ERROR) as the first frame back; the accepting side expects HELLO first.
  * An ERROR frame from the other side is printed with its code and text and
- * fails the connection. */
+ * fails the connection.
+ *
+ * Retention (cm_conn_retain: a rank that survives its channel memory's
+ * death): every MSG written is kept, header and payload, until a LOGGED
+ * frame says the CM has logged it, so a connection that breaks can be
+ * re-established (cm_conn_break, cm_conn_attach, cm_conn_resume) and the
+ * unlogged messages re-sent whole. A kept payload is a copy, except for a
+ * large message whose send request stays incomplete until LOGGED: that one
+ * keeps pointing into the user's buffer. */
 #ifndef CHANMEM_CONN_H
 #define CHANMEM_CONN_H
 
@@ -33,8 +41,19 @@
 
 /* Send completion conditions kept in req->t_off while a send is in flight;
  * the send is done once none is left. */
-#define CM_SEND_WAIT_WRITE 1u /* frame not yet fully handed to the kernel */
-#define CM_SEND_WAIT_ACK 2u   /* synchronous send not yet matched */
+#define CM_SEND_WAIT_WRITE 1u  /* frame not yet fully handed to the kernel */
+#define CM_SEND_WAIT_ACK 2u    /* synchronous send not yet matched */
+#define CM_SEND_WAIT_LOGGED 4u /* retained from the user's buffer: not yet logged */
+
+/* Retention policy: a MSG asks for LOGGED (CM_F_ACK) when it is this large
+ * (and then its send waits for LOGGED instead of copying the payload), or
+ * when the messages since the last ask reach one of the other two bounds,
+ * so one answer frees many. CM_RETAIN_MAX is the owner's bound on kept
+ * bytes per connection. */
+#define CM_RETAIN_ACK_SIZE (64u * 1024u)
+#define CM_RETAIN_ACK_BYTES (256u * 1024u)
+#define CM_RETAIN_ACK_MSGS 32u
+#define CM_RETAIN_MAX ((size_t)64 * 1024 * 1024)
 
 static inline void cm_send_settle(struct cm_req *req, unsigned condition)
 {
@@ -104,8 +123,11 @@ struct cm_conn {
 	int peer_may_die;
 	unsigned watching; /* the owner's record of the events it registered */
 
+	int refused; /* the other side sent ERROR: the failure is its verdict */
+
 	/* output */
 	struct cm_out *out_head, *out_tail;
+	int write_budget;                      /* frames flush may still write; -1: any number */
 	struct cm_out *spares[CM_CONN_SPARES]; /* recycled small frame blocks (conn.c) */
 	unsigned nspares;
 	int wblocked; /* the kernel refused more: wait for POLLOUT */
@@ -118,6 +140,14 @@ struct cm_conn {
 	struct cm_sink in_sink;
 	size_t in_got;
 	uint8_t scratch[CM_ERROR_TEXT_MAX + 1];
+
+	/* retention */
+	int retain;
+	struct cm_out *kept_head, *kept_tail; /* written MSGs not known to be logged,
+	                                         in clock order */
+	size_t kept_bytes;                    /* payload of every retained MSG, queued too */
+	size_t ack_bytes;                     /* MSG bytes since the last CM_F_ACK */
+	unsigned ack_msgs;
 };
 
 enum cm_io { CM_IO_ERR = -1, CM_IO_OK = 0, CM_IO_EOF = 1 };
@@ -189,6 +219,33 @@ int cm_conn_refuse(struct cm_conn *c, enum cm_err code, const char *fmt, ...)
 /* Shuts the write side once the queue is empty (orderly close). */
 void cm_conn_shutdown(struct cm_conn *c);
 
+/* Retention (see the top). Only for a connecting side's MSGs. */
+void cm_conn_retain(struct cm_conn *c);
+/* LOGGED(clock), or HELLO_ACK's clock: frees every kept MSG below clock
+ * (its send request, if it waits for that, completes). */
+void cm_conn_logged(struct cm_conn *c, uint64_t clock);
+/* The connection ended (CLOSED or FAILED): the socket is closed, a partial
+ * inbound frame is dropped, queued MSGs join the kept ones (to be re-sent
+ * whole, even if partly written), other queued frames are dropped (the
+ * owner re-creates what still matters). The connection stays usable:
+ * frames queued from here on are held until cm_conn_resume. */
+void cm_conn_break(struct cm_conn *c);
+/* A new socket to the same peer for a broken connection: awaits HELLO_ACK
+ * again; only the HELLO queued next is written until cm_conn_resume. */
+int cm_conn_attach(struct cm_conn *c, int fd);
+/* After HELLO_ACK on an attached connection: frames queued meanwhile are
+ * sorted as cm_conn_break does, and kept MSGs below HELLO_ACK's clock are
+ * freed. The owner then queues what must precede the re-sent messages,
+ * calls cm_conn_resend, queues its re-posted requests, and cm_conn_release. */
+void cm_conn_resume(struct cm_conn *c);
+/* Queues every kept MSG again, in clock order; returns how many. */
+unsigned cm_conn_resend(struct cm_conn *c);
+/* Lets everything queued be written (ends the hold of cm_conn_attach). */
+int cm_conn_release(struct cm_conn *c);
+/* Queues a copy of a MSG the peer has already logged and that is not kept
+ * again: a synchronous send re-sent only to get its SYNC_ACK again. */
+int cm_conn_queue_again(struct cm_conn *c, struct cm_header *h, const void *payload, size_t len);
+
 /* Requests by id (send clock or receive request id), chained through
  * t_next: O(1) lookups however many requests are outstanding. */
 struct cm_reqmap {
@@ -199,5 +256,8 @@ struct cm_reqmap {
 int cm_reqmap_put(struct cm_reqmap *m, struct cm_req *req);
 struct cm_req *cm_reqmap_take(struct cm_reqmap *m, uint64_t id);
 void cm_reqmap_free(struct cm_reqmap *m);
+/* Every request of m, in increasing id order, in a new array of m->count
+ * entries (NULL when empty or out of memory: *ok says which). */
+struct cm_req **cm_reqmap_sorted(const struct cm_reqmap *m, int *ok);
 
 #endif

@@ -59,3 +59,27 @@ void cm_reqmap_free(struct cm_reqmap *m)
 	free(m->buckets);
 	memset(m, 0, sizeof *m);
 }
+
+static int by_id(const void *a, const void *b)
+{
+	uint64_t x = (*(struct cm_req *const *)a)->id, y = (*(struct cm_req *const *)b)->id;
+	return x < y ? -1 : x > y;
+}
+
+struct cm_req **cm_reqmap_sorted(const struct cm_reqmap *m, int *ok)
+{
+	*ok = 1;
+	if (m->count == 0)
+		return NULL;
+	struct cm_req **v = malloc(m->count * sizeof *v);
+	if (v == NULL) {
+		*ok = 0;
+		return NULL;
+	}
+	size_t n = 0;
+	for (size_t i = 0; i < m->nbuckets; i++)
+		for (struct cm_req *r = m->buckets[i]; r; r = r->t_next)
+			v[n++] = r;
+	qsort(v, n, sizeof *v, by_id);
+	return v;
+}

@@ -18,7 +18,11 @@
  * MSG to another CM, the home CM must have acknowledged every event
  * (EVENT_ACK round trip, only when events are unacknowledged). A new
  * incarnation fetches its event log at init (EVENT_ACK with CM_F_REPLAY)
- * and its events are answered from it until it runs out. */
+ * and its events are answered from it until it runs out.
+ *
+ * With CHANMEM_CM_RECONNECT=<seconds> a lost CM connection is not fatal:
+ * transport_cm_reconnect.c re-establishes it and re-sends what the CM may
+ * not have logged. */
 #include <config.h>
 
 #include <errno.h>
@@ -94,9 +98,8 @@ static int on_header(struct cm_conn *c, const struct cm_header *h, struct cm_sin
 		*sink = (struct cm_sink){.buf = s->ev_buf, .cap = sizeof s->ev_buf};
 		return 0;
 	case CM_T_EVENT_ACK:
-		if (c->peer != s->myhome && s->sync_pending == 0)
-			return cm_conn_fail(c,
-			                    "EVENT_ACK from a channel memory that is not our home");
+		if (s->acks_out[c->peer] == 0)
+			return cm_conn_fail(c, "EVENT_ACK not asked for");
 		return 0;
 	case CM_T_CANCEL_ACK:
 		if (c->peer != s->myhome || !s->cancel_waiting || h->clock != s->cancel_id)
@@ -105,6 +108,7 @@ static int on_header(struct cm_conn *c, const struct cm_header *h, struct cm_sin
 		return 0;
 	case CM_T_SYNC_ACK:
 	case CM_T_BYE_ACK:
+	case CM_T_LOGGED:
 		return 0;
 	default:
 		return cm_conn_fail(c, "unexpected %s", cm_type_str(h->type));
@@ -131,6 +135,8 @@ static int on_frame(struct cm_conn *c, const struct cm_header *h, const struct c
 	}
 	case CM_T_SYNC_ACK: {
 		struct cm_req *r = cm_reqmap_take(&s->syncs, h->clock);
+		if (r == NULL && s->reconnect_ms > 0)
+			return 0; /* asked again after a reconnection, answered twice */
 		if (r == NULL)
 			return cm_conn_fail(c, "SYNC_ACK for unknown message %llu",
 			                    (unsigned long long)h->clock);
@@ -153,6 +159,9 @@ static int on_frame(struct cm_conn *c, const struct cm_header *h, const struct c
 			return cm_conn_fail(c, "BYE_ACK before BYE");
 		s->bye_acked[c->peer] = 1;
 		return 0;
+	case CM_T_LOGGED:
+		cm_conn_logged(c, h->clock);
+		return 0;
 	default:
 		return cm_conn_fail(c, "unexpected %s", cm_type_str(h->type));
 	}
@@ -163,16 +172,21 @@ static void on_sent(struct cm_conn *c, struct cm_req *req)
 	cm_send_settle(req, CM_SEND_WAIT_WRITE);
 }
 
-static const struct cm_conn_ops cm_ops = {
-    .on_hello = on_hello, .on_header = on_header, .on_frame = on_frame, .on_sent = on_sent};
+static const struct cm_conn_ops cm_ops = {.on_hello = on_hello,
+                                          .on_header = on_header,
+                                          .on_frame = on_frame,
+                                          .on_ready = cmt_reconnect_resume,
+                                          .on_sent = on_sent};
 
 /* A CM connection that ended is fatal, unless it ended after our BYE was
- * acknowledged. */
+ * acknowledged or it can be re-established. */
 void cmt_check_lost(struct cmt *s)
 {
 	for (int i = 0; i < s->ncms; i++) {
 		struct cm_conn *c = s->cms[i];
 		if (c == NULL || cm_conn_alive(c) || s->bye_acked[i])
+			continue;
+		if (!s->dead && cmt_reconnect_start(s, i) == 0)
 			continue;
 		if (!s->dead)
 			cm_err("rank %d: lost connection to %s", s->rank, c->name);
@@ -180,15 +194,32 @@ void cmt_check_lost(struct cmt *s)
 	}
 }
 
+int cmt_sent(struct cmt *s, int rc)
+{
+	if (rc < 0)
+		cmt_check_lost(s);
+	return rc < 0 && (s->dead || s->reconnect_ms == 0) ? -1 : 0;
+}
+
+struct cm_conn *cmt_conn(struct cmt *s, int cm)
+{
+	if (!cm_conn_alive(s->cms[cm]))
+		cmt_check_lost(s);
+	return s->cms[cm];
+}
+
 int cmt_progress(struct cm_transport *t, int timeout_ms)
 {
 	struct cmt *s = t->state;
 	if (s->dead)
 		return -1;
-	if (s->co.deferred && cmt_coalesce_flush(s) < 0) {
-		cmt_check_lost(s);
+	if (s->co.deferred && cmt_sent(s, cmt_coalesce_flush(s)) < 0)
 		return -1;
-	}
+	int retry_ms = cmt_reconnect_poll(s);
+	if (s->dead)
+		return -1;
+	if (retry_ms >= 0 && (timeout_ms < 0 || retry_ms < timeout_ms))
+		timeout_ms = retry_ms;
 	if (timeout_ms < 0 && s->ncms == 1 && cm_conn_alive(s->cms[0]) &&
 	    !cm_conn_pending_output(s->cms[0])) {
 		/* One CM and nothing to write: sleep in the read itself. */
@@ -240,18 +271,21 @@ static int cmt_isend(struct cm_transport *t, struct cm_req *req)
 		return -1;
 	if (s->home[req->peer] != s->myhome && cmt_events_settle(t) < 0)
 		return -1;
+	int cm = s->home[req->peer];
+	struct cm_conn *c = cmt_conn(s, cm);
+	/* Retained bytes are bounded: past the bound, wait for LOGGED. */
+	while (c->kept_bytes > CM_RETAIN_MAX)
+		if (cmt_progress(t, -1) < 0)
+			return -1;
 	req->id = s->clock++;
 	struct cm_header h;
 	if (cm_start_send(req, s->rank, &s->syncs, &h) < 0)
 		return -1;
-	int cm = s->home[req->peer];
 	int queued = cmt_coalesce_send(s, cm, &h, req);
-	if (queued == 0 && cm_conn_send(s->cms[cm], &h, req->sbuf, req->slen, req, 1) < 0)
+	if (queued == 0 && cm_conn_send(c, &h, req->sbuf, req->slen, req, 1) < 0)
 		queued = -1;
-	if (queued < 0) {
-		cmt_check_lost(s);
+	if (cmt_sent(s, queued < 0 ? -1 : 0) < 0)
 		return -1;
-	}
 	cmt_coalesce_written(s, cm);
 	return 0;
 }
@@ -268,11 +302,9 @@ static int cmt_irecv(struct cm_transport *t, struct cm_req *req)
 		cm_err("rank %d: out of memory", s->rank);
 		return -1;
 	}
-	if (cm_conn_send_ctl(s->cms[s->myhome], CM_T_RECV_REQ, 0, req->peer, s->rank, req->tag,
-	                     req->ctx, req->id, NULL, 0) < 0) {
-		cmt_check_lost(s);
+	if (cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, s->myhome), CM_T_RECV_REQ, 0, req->peer,
+	                                 s->rank, req->tag, req->ctx, req->id, NULL, 0)) < 0)
 		return -1;
-	}
 	cmt_coalesce_written(s, s->myhome);
 	return 0;
 }
@@ -285,11 +317,13 @@ static int cmt_probe(struct cm_transport *t, int src, int tag, uint32_t ctx, int
 		return -1;
 	s->probe_id = s->reqid++;
 	s->probe_waiting = 1;
-	if (cm_conn_send_ctl(s->cms[s->myhome], CM_T_PROBE, blocking ? CM_F_BLOCKING : 0, src,
-	                     s->rank, tag, ctx, s->probe_id, NULL, 0) < 0) {
-		cmt_check_lost(s);
+	s->probe_src = src;
+	s->probe_tag = tag;
+	s->probe_ctx = ctx;
+	s->probe_flags = blocking ? CM_F_BLOCKING : 0;
+	if (cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, s->myhome), CM_T_PROBE, s->probe_flags, src,
+	                                 s->rank, tag, ctx, s->probe_id, NULL, 0)) < 0)
 		return -1;
-	}
 	while (s->probe_waiting)
 		if (cmt_progress(t, -1) < 0)
 			return -1;
@@ -313,11 +347,9 @@ static int cmt_cancel(struct cm_transport *t, struct cm_req *req, int *cancelled
 		return -1;
 	s->cancel_id = req->id;
 	s->cancel_waiting = 1;
-	if (cm_conn_send_ctl(s->cms[s->myhome], CM_T_CANCEL, 0, s->rank, s->rank, 0, 0, req->id,
-	                     NULL, 0) < 0) {
-		cmt_check_lost(s);
+	if (cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, s->myhome), CM_T_CANCEL, 0, s->rank, s->rank,
+	                                 0, 0, req->id, NULL, 0)) < 0)
 		return -1;
-	}
 	while (s->cancel_waiting)
 		if (cmt_progress(t, -1) < 0)
 			return -1;
@@ -328,6 +360,7 @@ static int cmt_cancel(struct cm_transport *t, struct cm_req *req, int *cancelled
 static void cmt_free(struct cmt *s)
 {
 	cmt_coalesce_free(s);
+	cmt_reconnect_free(s);
 	for (int i = 0; s->cms && i < s->ncms; i++)
 		cm_conn_free(s->cms[i]);
 	free(s->cms);
@@ -337,6 +370,7 @@ static void cmt_free(struct cmt *s)
 	cm_reqmap_free(&s->recvs);
 	cm_reqmap_free(&s->syncs);
 	free(s->replay);
+	free(s->acks_out);
 	free(s);
 }
 
@@ -364,6 +398,7 @@ static int connect_cm(struct cmt *s, const struct cm_job *job, int i)
 		return -1;
 	}
 	s->cms[i]->peer = i;
+	cmt_reconnect_watch(s, s->cms[i]);
 	return cm_conn_send_hello(s->cms[i], 0, s->rank, s->rank, job->incarnation,
 	                          (unsigned)job->size, CM_PEER_RANK, job->secret);
 }
@@ -396,8 +431,9 @@ static int cmt_init(struct cm_transport *t, const struct cm_job *job)
 	s->cms = calloc((size_t)job->ncms, sizeof *s->cms);
 	s->bye_acked = calloc((size_t)job->ncms, 1);
 	s->pfds = calloc((size_t)job->ncms, sizeof *s->pfds);
+	s->acks_out = calloc((size_t)job->ncms, sizeof *s->acks_out);
 	s->home = malloc((size_t)job->size * sizeof *s->home);
-	if (!s->cms || !s->bye_acked || !s->pfds || !s->home) {
+	if (!s->cms || !s->bye_acked || !s->pfds || !s->acks_out || !s->home) {
 		cm_err("rank %d: out of memory", job->rank);
 		goto fail;
 	}
@@ -410,7 +446,7 @@ static int cmt_init(struct cm_transport *t, const struct cm_job *job)
 		s->home[i] = job->home[i];
 	}
 	s->myhome = s->home[s->rank];
-	if (cmt_coalesce_init(s) < 0)
+	if (cmt_coalesce_init(s) < 0 || cmt_reconnect_init(s, job) < 0)
 		goto fail;
 	if (job->resume) { /* restored from a checkpoint image */
 		s->clock = job->resume->clock;
@@ -489,21 +525,20 @@ static int cmt_finalize(struct cm_transport *t)
 	 * writes only to full sockets. */
 	for (int i = 0; i < s->ncms && rc == 0; i++)
 		if (cm_conn_pending_output(s->cms[i]) && cm_conn_alive(s->cms[i]) &&
-		    !s->cms[i]->wblocked && cm_conn_flush(s->cms[i]) < 0) {
-			cmt_check_lost(s);
-			rc = -1;
-		}
+		    !s->cms[i]->wblocked)
+			rc = cmt_sent(s, cm_conn_flush(s->cms[i]));
 	if (rc == 0)
-		rc = cm_wait_until(t, s->rank, no_output, CM_FLUSH_TIMEOUT_MS,
-		                   "messages still unsent");
+		rc =
+		    cm_wait_until(t, s->rank, no_output, CM_FLUSH_TIMEOUT_MS + (int)s->reconnect_ms,
+		                  "messages still unsent");
 	if (rc == 0) {
 		s->saying_bye = 1;
 		for (int i = 0; i < s->ncms && rc == 0; i++)
-			rc = cm_conn_send_ctl(s->cms[i], CM_T_BYE, 0, s->rank, s->rank, 0, 0, 0,
-			                      NULL, 0);
+			rc = cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, i), CM_T_BYE, 0, s->rank,
+			                                  s->rank, 0, 0, 0, NULL, 0));
 		if (rc == 0)
-			rc =
-			    cm_wait_until(t, s->rank, all_byes_acked, BYE_TIMEOUT_MS, "no BYE_ACK");
+			rc = cm_wait_until(t, s->rank, all_byes_acked,
+			                   BYE_TIMEOUT_MS + (int)s->reconnect_ms, "no BYE_ACK");
 	}
 	cmt_free(s);
 	t->state = NULL;

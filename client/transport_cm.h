@@ -28,6 +28,12 @@ struct cm_replayed_event {
 	uint8_t value[CM_EVENT_PAYLOAD_MAX];
 };
 
+/* A CM connection broken and being re-established (transport_cm_reconnect.c). */
+struct cmt_link {
+	int down;
+	long long down_since, next_try; /* cm_now_ms() */
+};
+
 /* Send coalescing (transport_cm_coalesce.c). */
 struct cmt_coalesce {
 	int ready;
@@ -71,6 +77,9 @@ struct cmt {
 
 	int probe_waiting;
 	uint64_t probe_id;
+	int probe_src, probe_tag; /* the probe's question, to ask it again */
+	uint32_t probe_ctx;
+	uint16_t probe_flags;
 	/* MPI_Cancel of a receive: CANCEL sent, CANCEL_ACK awaited. */
 	int cancel_waiting;
 	uint64_t cancel_id;
@@ -89,19 +98,56 @@ struct cmt {
 	int ev_fetching;       /* EVENT_ACK|REPLAY sent, its answer not yet in */
 	struct cm_replayed_event *replay;
 	uint64_t nreplay, replay_cap;
-	uint64_t replay_base;  /* index of replay[0]: events a checkpoint image consumed */
-	unsigned sync_pending; /* snapshot: EVENT_ACKs awaited from every CM */
+	uint64_t replay_base; /* index of replay[0]: events a checkpoint image consumed */
+	unsigned *acks_out;   /* [ncms] EVENT_ACK requests not answered yet */
 	uint8_t ev_buf[CM_EVENT_PAYLOAD_MAX];
 	struct cmt_coalesce co;
+
+	/* Surviving a CM's death (CHANMEM_CM_RECONNECT; reconnect_ms 0: off).
+	 * What a new connection to a restarted CM needs again: the events
+	 * home has not acknowledged (ev_kept[0] is event ev_kept_base) and
+	 * the last TRIM. */
+	long long reconnect_ms;
+	struct cmt_link *links; /* [ncms] */
+	char **addrs;           /* [ncms] */
+	unsigned incarnation;
+	char secret[CM_SECRET_LEN + 1];
+	struct cm_replayed_event *ev_kept;
+	uint64_t ev_kept_base, ev_kept_n, ev_kept_cap;
+	int trim_sent;
+	uint64_t trim_reqid, trim_events;
 };
 
 /* Queued events are written at least every this many events. */
 #define EV_FLUSH_BATCH 64
+/* With reconnection, this many unacknowledged events ask home for a count. */
+#define EV_KEEP_ASK 256
 
 /* transport_cm.c */
 int cmt_progress(struct cm_transport *t, int timeout_ms);
-/* Marks the transport dead once a connection is lost (after saying so). */
+/* Marks the transport dead once a connection is lost (after saying so),
+ * or starts re-establishing it (CHANMEM_CM_RECONNECT). */
 void cmt_check_lost(struct cmt *s);
+/* The outcome rc of queueing a frame: a broken connection is fatal only
+ * when it cannot be re-established (what it carried is then re-sent). */
+int cmt_sent(struct cmt *s, int rc);
+/* CM connection cm, re-established first if it is found broken. */
+struct cm_conn *cmt_conn(struct cmt *s, int cm);
+
+/* transport_cm_reconnect.c */
+int cmt_reconnect_init(struct cmt *s, const struct cm_job *job);
+void cmt_reconnect_watch(struct cmt *s, struct cm_conn *c);
+void cmt_reconnect_free(struct cmt *s);
+/* Connection cm ended: 0 if it is being re-established, -1 if fatal. */
+int cmt_reconnect_start(struct cmt *s, int cm);
+/* Tries the broken connections whose turn it is; the ms until the next
+ * try (-1: none broken). Marks the transport dead past the time limit. */
+int cmt_reconnect_poll(struct cmt *s);
+/* HELLO_ACK on a re-established connection: re-sends and re-posts. */
+int cmt_reconnect_resume(struct cm_conn *c);
+/* Logged event idx (kept until home acknowledges it). */
+int cmt_event_keep(struct cmt *s, uint64_t idx, uint32_t kind, const void *value, size_t len);
+void cmt_events_acked(struct cmt *s);
 
 /* transport_cm_coalesce.c: a small message queued instead of written
  * leaves with the next frame (1: queued and complete; 0: send it now). */

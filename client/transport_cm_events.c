@@ -29,8 +29,7 @@ int cmt_add_replayed(struct cm_conn *c, struct cmt *s, const struct cm_header *h
 
 int cmt_on_event_ack(struct cm_conn *c, struct cmt *s, const struct cm_header *h)
 {
-	if (s->sync_pending > 0)
-		s->sync_pending--;
+	s->acks_out[c->peer]--; /* on_header checked that one was asked */
 	if (c->peer != s->myhome)
 		return 0; /* a snapshot's round trip: another CM's count is not ours */
 	if (s->ev_fetching) {
@@ -42,6 +41,7 @@ int cmt_on_event_ack(struct cm_conn *c, struct cmt *s, const struct cm_header *h
 	}
 	if (h->clock > s->ev_acked)
 		s->ev_acked = h->clock;
+	cmt_events_acked(s);
 	return 0;
 }
 
@@ -53,13 +53,12 @@ int cmt_events_settle(struct cm_transport *t)
 	struct cmt *s = t->state;
 	if (s->ev_acked >= s->ev_next)
 		return 0;
-	struct cm_conn *home = s->cms[s->myhome];
+	struct cm_conn *home = cmt_conn(s, s->myhome);
 	s->ev_unwritten = 0;
-	if (cm_conn_send_ctl(home, CM_T_EVENT_ACK, 0, s->rank, s->rank, 0, 0, s->ev_next, NULL, 0) <
-	    0) {
-		cmt_check_lost(s);
+	s->acks_out[s->myhome]++;
+	if (cmt_sent(s, cm_conn_send_ctl(home, CM_T_EVENT_ACK, 0, s->rank, s->rank, 0, 0,
+	                                 s->ev_next, NULL, 0)) < 0)
 		return -1;
-	}
 	while (s->ev_acked < s->ev_next)
 		if (cmt_progress(t, -1) < 0)
 			return -1;
@@ -107,26 +106,29 @@ int cmt_event(struct cm_transport *t, uint32_t kind, void *value, size_t len, in
 		*replayed = 1;
 		return 0;
 	}
-	struct cm_conn *home = s->cms[s->myhome];
-	if (cm_conn_queue_ctl(home, CM_T_EVENT, 0, s->rank, s->rank, (int)kind, 0, idx, value,
-	                      len) < 0) {
-		cmt_check_lost(s);
+	struct cm_conn *home = cmt_conn(s, s->myhome);
+	if (cmt_event_keep(s, idx, kind, value, len) < 0 ||
+	    cmt_sent(s, cm_conn_queue_ctl(home, CM_T_EVENT, 0, s->rank, s->rank, (int)kind, 0, idx,
+	                                  value, len)) < 0)
 		return -1;
-	}
 	s->ev_next++;
 	/* Messages queued before the event leave now, with it: a later send
 	 * must find no event behind queued messages (transport_cm_coalesce.c). */
-	if (s->co.on[s->myhome] && cmt_coalesce_flush(s) < 0) {
-		cmt_check_lost(s);
+	if (s->co.on[s->myhome] && cmt_sent(s, cmt_coalesce_flush(s)) < 0)
 		return -1;
+	/* Kept events are bounded too: home is asked how many it holds. */
+	if (s->reconnect_ms > 0 && s->ev_next - s->ev_acked >= EV_KEEP_ASK &&
+	    s->acks_out[s->myhome] == 0) {
+		s->acks_out[s->myhome]++;
+		if (cmt_sent(s, cm_conn_queue_ctl(home, CM_T_EVENT_ACK, 0, s->rank, s->rank, 0, 0,
+		                                  s->ev_next, NULL, 0)) < 0)
+			return -1;
 	}
 	if (++s->ev_unwritten >= EV_FLUSH_BATCH) {
 		/* Bounded memory for a program that asks the time in a loop. */
 		s->ev_unwritten = 0;
-		if (!home->wblocked && cm_conn_flush(home) < 0) {
-			cmt_check_lost(s);
+		if (!home->wblocked && cmt_sent(s, cm_conn_flush(home)) < 0)
 			return -1;
-		}
 	}
 	return 0;
 }
@@ -137,9 +139,10 @@ int cmt_fetch_events(struct cm_transport *t, long long deadline)
 {
 	struct cmt *s = t->state;
 	s->ev_fetching = 1;
+	s->acks_out[s->myhome]++;
 	/* clock: the first event wanted (past what a checkpoint image consumed). */
-	if (cm_conn_send_ctl(s->cms[s->myhome], CM_T_EVENT_ACK, CM_F_REPLAY, s->rank, s->rank, 0, 0,
-	                     s->replay_base, NULL, 0) < 0)
+	if (cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, s->myhome), CM_T_EVENT_ACK, CM_F_REPLAY,
+	                                 s->rank, s->rank, 0, 0, s->replay_base, NULL, 0)) < 0)
 		return -1;
 	while (s->ev_fetching) {
 		long long left = deadline - cm_now_ms();
@@ -159,6 +162,14 @@ int cmt_fetch_events(struct cm_transport *t, long long deadline)
  * every CM must have processed what we sent: one EVENT_ACK round trip on
  * every connection (a CM answers after the frames before it). Events are
  * then logged at home up to ev_next too. */
+static int acks_outstanding(const struct cmt *s)
+{
+	for (int i = 0; i < s->ncms; i++)
+		if (s->acks_out[i] > 0)
+			return 1;
+	return 0;
+}
+
 int cmt_snapshot(struct cm_transport *t, struct cm_resume *out)
 {
 	struct cmt *s = t->state;
@@ -168,14 +179,14 @@ int cmt_snapshot(struct cm_transport *t, struct cm_resume *out)
 		return 1;
 	s->ev_unwritten = 0;
 	for (int i = 0; i < s->ncms; i++) {
-		if (cm_conn_send_ctl(s->cms[i], CM_T_EVENT_ACK, 0, s->rank, s->rank, 0, 0, 0, NULL,
-		                     0) < 0) {
-			cmt_check_lost(s);
+		s->acks_out[i]++;
+		if (cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, i), CM_T_EVENT_ACK, 0, s->rank,
+		                                 s->rank, 0, 0, 0, NULL, 0)) < 0)
 			return -1;
-		}
-		s->sync_pending++;
 	}
-	while (s->sync_pending > 0)
+	/* Answers come in order: once none is outstanding, every CM answered
+	 * after the frames sent before this round. */
+	while (acks_outstanding(s))
 		if (cmt_progress(t, -1) < 0)
 			return -1;
 	if (s->ev_acked < s->ev_next) {
@@ -196,7 +207,9 @@ void cmt_ckpt_committed(struct cm_transport *t, const struct cm_resume *state)
 		return;
 	uint8_t events[CM_TRIM_PAYLOAD];
 	cm_put_u64(events, state->events);
-	if (cm_conn_send_ctl(s->cms[s->myhome], CM_T_TRIM, 0, s->rank, s->rank, 0, 0, state->reqid,
-	                     events, sizeof events) < 0)
-		cmt_check_lost(s);
+	s->trim_sent = 1;
+	s->trim_reqid = state->reqid;
+	s->trim_events = state->events;
+	cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, s->myhome), CM_T_TRIM, 0, s->rank, s->rank, 0, 0,
+	                             state->reqid, events, sizeof events));
 }

@@ -184,6 +184,9 @@ struct cm_journal_ops {
 	 * rounded up to a page). Returns once the bytes are in the file. */
 	void (*write_extent)(void *ctx, uint64_t extent, const uint8_t *base, uint32_t from,
 	                     uint32_t to);
+	/* Reads len bytes of a written extent back (a replay of a payload the
+	 * log let go of: the journal is its spill store). 0, or -1. */
+	int (*read_extent)(void *ctx, uint64_t extent, void *out, uint32_t len);
 	void *ctx;
 };
 

@@ -86,8 +86,10 @@ struct cm_entry {
 	uint32_t ctx, len;
 	uint16_t flags;
 	bool delivered;
-	/* Payload in the spill store (cfg.spill), none in memory. */
+	/* Payload in the spill store (cfg.spill), none in memory; or, with
+	 * extent set, in the journal already (nothing was written for it). */
 	bool spilled;
+	uint64_t extent;
 	/* Linked in the log list; a spilled entry out of it is reached
 	 * through its delivery record only. */
 	bool in_log;
@@ -442,6 +444,9 @@ uint64_t cm_entry_cost(const struct cm_entry *e);
  * stays, without payload); false: no store, or it failed (a delivered
  * entry is then dropped, an undelivered one stays in memory). */
 bool cm_spill_entry(struct cm_core *core, struct cm_entry *e);
+/* A spilled entry is dropped: the spill store forgets its payload (one in
+ * the journal stays there). */
+void cm_spill_forget(struct cm_core *core, struct cm_entry *e);
 /* DELIVER of e to request req_id of to, its payload read back from the
  * spill store if it is there. false: it cannot be read back. */
 bool cm_emit_entry(struct cm_core *core, struct cm_entry *e, struct cm_session *to,

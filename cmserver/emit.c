@@ -381,6 +381,7 @@ struct cm_entry *cm_entry_new(struct cm_core *core, const struct cm_header *h)
 	e->ctx = h->ctx;
 	e->len = h->len;
 	e->flags = h->flags;
+	e->extent = CM_NO_EXTENT;
 	return e;
 }
 

@@ -163,6 +163,28 @@ static void write_extent(void *ctx, uint64_t extent, const uint8_t *base, uint32
 	}
 }
 
+static int read_extent(void *ctx, uint64_t extent, void *out, uint32_t len)
+{
+	struct cm_journal *j = ctx;
+	uint8_t *p = out;
+	uint64_t off = extent;
+	while (len > 0) {
+		ssize_t r = pread(j->data_buffered, p, len, (off_t)off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			cm_err("journal %s.data: reading back %u bytes at %llu: %s", j->path,
+			       (unsigned)len, (unsigned long long)off,
+			       r < 0 ? strerror(errno) : "past its end");
+			return -1;
+		}
+		p += r;
+		off += (uint64_t)r;
+		len -= (uint32_t)r;
+	}
+	return 0;
+}
+
 void cm_journal_flush(struct cm_journal *j)
 {
 	if (!__atomic_load_n(&j->pending, __ATOMIC_ACQUIRE))
@@ -255,8 +277,11 @@ struct cm_journal *cm_journal_open(const char *path, uint32_t cut_through_min, c
 	j->data_end = ((uint64_t)dst.st_size + PAGE - 1) & ~(uint64_t)(PAGE - 1);
 	j->cut_through_min = cut_through_min;
 	pthread_mutex_init(&j->mu, NULL);
-	j->ops = (struct cm_journal_ops){
-	    .record = record, .reserve = reserve, .write_extent = write_extent, .ctx = j};
+	j->ops = (struct cm_journal_ops){.record = record,
+	                                 .reserve = reserve,
+	                                 .write_extent = write_extent,
+	                                 .read_extent = read_extent,
+	                                 .ctx = j};
 	return j;
 }
 

@@ -417,7 +417,8 @@ int main(int argc, char **argv)
 	opts.mem = mem;
 	if (journal_path) {
 		char jwhy[256 + PATH_MAX];
-		opts.journal = cm_journal_open(journal_path, opts.cut_through_min, jwhy, sizeof jwhy);
+		opts.journal =
+		    cm_journal_open(journal_path, opts.cut_through_min, jwhy, sizeof jwhy);
 		if (opts.journal == NULL) {
 			cm_err("%s", jwhy);
 			cm_spill_store_close(spill);

@@ -496,8 +496,7 @@ static void trim(struct cm_core *core, struct cm_dest *d, bool force)
 			r->kind = CM_REC_TRIMMED;
 			r->e = NULL;
 		}
-		if (e->spilled && e->len > 0)
-			core->cfg.spill->del(core->cfg.spill_ctx, e->dst, e->seq);
+		cm_spill_forget(core, e);
 		cm_entry_free(e);
 	}
 	CM_STAT_SET(core, log_bytes_delivered_kept, kept);

@@ -178,8 +178,7 @@ void cm_dest_gc(struct cm_core *core, struct cm_dest *d, uint64_t req_cut, uint6
 			struct cm_rec *r = &d->recs[i];
 			if (r->kind != CM_REC_DELIVER || r->e->in_log)
 				continue;
-			if (r->e->len > 0)
-				core->cfg.spill->del(core->cfg.spill_ctx, r->e->dst, r->e->seq);
+			cm_spill_forget(core, r->e);
 			spilled++;
 			cm_entry_free(r->e);
 			r->e = NULL;
@@ -203,8 +202,7 @@ void cm_dest_gc(struct cm_core *core, struct cm_dest *d, uint64_t req_cut, uint6
 			                          __ATOMIC_RELAXED);
 			dropped++;
 			if (e->spilled) {
-				if (e->len > 0)
-					core->cfg.spill->del(core->cfg.spill_ctx, e->dst, e->seq);
+				cm_spill_forget(core, e);
 			} else {
 				CM_STAT_SUB(core, log_bytes_held, e->len);
 			}

@@ -49,13 +49,18 @@ const struct cm_rec *cm_rec_find(const struct cm_dest *d, uint64_t id)
 bool cm_spill_entry(struct cm_core *core, struct cm_entry *e)
 {
 	const struct cm_spill_ops *sp = core->cfg.spill;
-	if (sp == NULL)
+	const struct cm_journal_ops *j = core->cfg.journal;
+	struct cm_buf *b = e->payload;
+	if (j && j->read_extent && b && b->extent != CM_NO_EXTENT && !cm_buf_partial(b)) {
+		/* Already written whole to the journal: no second copy. */
+		e->extent = b->extent;
+	} else if (sp == NULL) {
 		return false;
-	if (e->len > 0 &&
-	    (sp->put_buf
-	         ? sp->put_buf(core->cfg.spill_ctx, e->dst, e->seq, e->payload)
-	         : sp->put(core->cfg.spill_ctx, e->dst, e->seq, e->payload->data, e->len)) < 0)
+	} else if (e->len > 0 && (sp->put_buf ? sp->put_buf(core->cfg.spill_ctx, e->dst, e->seq, b)
+	                                      : sp->put(core->cfg.spill_ctx, e->dst, e->seq,
+	                                                b->data, e->len)) < 0) {
 		return false;
+	}
 	cm_buf_unref(e->payload);
 	e->payload = NULL;
 	e->spilled = true;
@@ -63,6 +68,12 @@ bool cm_spill_entry(struct cm_core *core, struct cm_entry *e)
 	if (e->in_log)
 		CM_STAT_SUB(core, log_bytes_held, e->len);
 	return true;
+}
+
+void cm_spill_forget(struct cm_core *core, struct cm_entry *e)
+{
+	if (e->spilled && e->len > 0 && e->extent == CM_NO_EXTENT)
+		core->cfg.spill->del(core->cfg.spill_ctx, e->dst, e->seq);
 }
 
 bool cm_emit_entry(struct cm_core *core, struct cm_entry *e, struct cm_session *to, uint64_t req_id)
@@ -74,8 +85,11 @@ bool cm_emit_entry(struct cm_core *core, struct cm_entry *e, struct cm_session *
 	/* Its payload back from the store into a buffer the output queue
 	 * holds until written; the entry stays without. */
 	struct cm_buf *b = cm_buf_new(core->cfg.mem, e->len);
+	const struct cm_journal_ops *j = core->cfg.journal;
 	if (b == NULL ||
-	    core->cfg.spill->get(core->cfg.spill_ctx, e->dst, e->seq, b->data, e->len) < 0) {
+	    (e->extent != CM_NO_EXTENT ? j->read_extent(j->ctx, e->extent, b->data, e->len)
+	                               : core->cfg.spill->get(core->cfg.spill_ctx, e->dst, e->seq,
+	                                                      b->data, e->len)) < 0) {
 		cm_buf_unref(b);
 		return false;
 	}

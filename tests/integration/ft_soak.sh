@@ -11,6 +11,9 @@
 #                the images)
 #   stdin        programs/ft_stdin: rank 0 reads numbers from stdin (kills
 #                aimed at rank 0); stdinck the same with checkpoints
+#   KIND+cm      KIND with two CMs that are killed too (--cm-restart,
+#                --kill-cm-every): a CM's journal recovered, the ranks
+#                reconnecting, while ranks die and are replayed
 # The cmserver mode goes round the four (or CHANMEM_TEST_MODE), every other
 # round with two CMs. Every run must end with the failure-free output
 # (per-rank lines in order, ranks' lines interleaving freely), exit 0, no
@@ -31,9 +34,9 @@ FIRST=${SOAK_FIRST:-0}
 SEED=${SOAK_SEED:-$(date +%s)}
 # SOAK_KINDS="ck64 ck2m ..." keeps only those kinds (e.g. the checkpoint
 # ones: SOAK_KINDS="ck64 ck2m cktest stdinck").
-read -r -a KINDS <<<"${SOAK_KINDS:-ck64 ring stdin ck2m alltoall cktest ssend stdinck master}"
+read -r -a KINDS <<<"${SOAK_KINDS:-ck64 ring+cm stdin ck2m+cm alltoall cktest ssend stdinck master ring ck2m master+cm ck64+cm cktest+cm}"
 for k in "${KINDS[@]}"; do
-	case $k in
+	case ${k%+cm} in
 	ck64 | ring | stdin | ck2m | alltoall | cktest | ssend | stdinck | master) ;;
 	*)
 		echo "ERROR: SOAK_KINDS: unknown kind '$k'" >&2
@@ -58,18 +61,25 @@ ft_ref soak_ref_ck2m -- "${CK2M[@]}"
 ft_ref soak_ref_cktest -- "${CKTEST[@]}"
 ITEST_STDIN=$input ft_ref soak_ref_stdin -- ft_stdin
 
-restarts=0 hangs=0 failed=0
+restarts=0 cm_restarts=0 hangs=0 failed=0
 RANDOM=$SEED
 for ((i = FIRST; i < FIRST + RUNS; i++)); do
 	seed=$((SEED + i - FIRST))
 	kind=${KINDS[i % ${#KINDS[@]}]}
+	cmkill=()
+	if [ "$kind" != "${kind%+cm}" ]; then
+		kind=${kind%+cm}
+		cmkill=(--cm-restart --kill-cm-every $((150 + RANDOM % 300))ms)
+	fi
 	mode=${CHANMEM_TEST_MODE:-${MODES[i % ${#MODES[@]}]}}
 	cms=$((1 + (i / ${#MODES[@]}) % 2))
+	[ ${#cmkill[@]} -gt 0 ] && cms=2
 	kills=$((1 + RANDOM % 3))
 	every=$((100 + RANDOM % 300))ms
 	ckpt=(--ckpt-dir "$itest_work/ck_$i" --ckpt-every $((20 + RANDOM % 280))ms)
-	name="soak_${i}_${kind}_${mode}_cms${cms}_seed$seed"
-	opts=(-v --cms "$cms" --kill-every "$every" --kill-count "$kills" --seed "$seed")
+	name="soak_${i}_${kind}${cmkill:++cm}_${mode}_cms${cms}_seed$seed"
+	opts=(-v --cms "$cms" --kill-every "$every" --kill-count "$kills" --seed "$seed"
+		"${cmkill[@]}")
 	before=$itest_failures
 	case $kind in
 	ck64) ref=ck64 prog=("${CK64[@]}") opts+=("${ckpt[@]}") ;;
@@ -79,15 +89,22 @@ for ((i = FIRST; i < FIRST + RUNS; i++)); do
 	stdinck) ref=stdin prog=(ft_stdin 5 1) opts+=(--kill-rank 0 "${ckpt[@]}") ;;
 	*) ref=$kind prog=(ft_suite "$kind" "$ITERS") ;;
 	esac
-	ITEST_STDIN=$input FT_VERBOSE=1 CHANMEM_TEST_MODE=$mode FT_SLEEP_MS=10 \
-		ft_same "$name" "soak_ref_$ref" "${opts[@]}" -- "${prog[@]}"
+	# A CM's recovery, on top of images every few tens of ms, takes longer
+	# on a loaded machine; a hang still shows.
+	timeout=30s
+	[ ${#cmkill[@]} -gt 0 ] && timeout=60s
+	ITEST_JOB_TIMEOUT=$timeout ITEST_STDIN=$input FT_VERBOSE=1 CHANMEM_TEST_MODE=$mode \
+		FT_SLEEP_MS=10 ft_same "$name" "soak_ref_$ref" "${opts[@]}" -- "${prog[@]}"
 	n=$(grep -c 'restarting it as incarnation' "$itest_work/$name.err" 2>/dev/null)
 	restarts=$((restarts + ${n:-0}))
-	itest_log "  $name: ${n:-0} restarts"
+	c=$(sed -n 's/^cmrun:   channel memories: \([0-9]*\) restart.*/\1/p' \
+		"$itest_work/$name.report" 2>/dev/null)
+	cm_restarts=$((cm_restarts + ${c:-0}))
+	itest_log "  $name: ${n:-0} restarts, ${c:-0} CM restarts"
 	if [ "$itest_failures" -ne "$before" ]; then
 		if [ "$itest_rc" -eq 124 ]; then hangs=$((hangs + 1)); else failed=$((failed + 1)); fi
 	fi
 done
-itest_log "soak: $RUNS runs, $restarts restarts, $hangs hangs, $failed other failures"
+itest_log "soak: $RUNS runs, $restarts restarts, $cm_restarts CM restarts, $hangs hangs, $failed other failures"
 
 itest_finish

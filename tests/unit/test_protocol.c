@@ -67,6 +67,42 @@ START_TEST(trim_validated)
 }
 END_TEST
 
+/* LOGGED is header only with nothing in tag/ctx; ACK is a MSG flag only. */
+START_TEST(logged_and_ack_validated)
+{
+	struct cm_header h = make(CM_T_LOGGED), out;
+	h.clock = 17;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_OK);
+	ck_assert_uint_eq(out.clock, 17);
+	ck_assert_str_eq(cm_type_str(CM_T_LOGGED), "LOGGED");
+	h.len = 1;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_LENGTH);
+	h = make(CM_T_LOGGED);
+	h.tag = 3;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_FIELD);
+	h = make(CM_T_LOGGED);
+	h.ctx = 1;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_FIELD);
+	h = make(CM_T_LOGGED);
+	h.flags = CM_F_ACK;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_FLAGS);
+	h = make(CM_T_LOGGED);
+	h.src = 8;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_RANK);
+
+	h = make(CM_T_MSG);
+	h.flags = CM_F_ACK | CM_F_SYNC;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_OK);
+	ck_assert_uint_eq(out.flags, CM_F_ACK | CM_F_SYNC);
+	h = make(CM_T_DELIVER);
+	h.flags = CM_F_ACK;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_FLAGS);
+	h = make(CM_T_RECV_REQ);
+	h.flags = CM_F_ACK;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_FLAGS);
+}
+END_TEST
+
 START_TEST(every_type_roundtrips)
 {
 	for (uint8_t t = 1; t <= CM_T_TYPE_MAX; t++) {
@@ -426,6 +462,7 @@ int main(void)
 	TCase *tc = tcase_create("frames");
 	tcase_add_test(tc, every_type_roundtrips);
 	tcase_add_test(tc, trim_validated);
+	tcase_add_test(tc, logged_and_ack_validated);
 	tcase_add_test(tc, event_frames_validated);
 	tcase_add_test(tc, cancel_frames_validated);
 	tcase_add_test(tc, wire_is_little_endian);

@@ -1,0 +1,95 @@
+#!/bin/bash
+# A channel memory's death (cmrun --cm-restart): two CMs, killed with
+# SIGKILL while the job runs, alone, together with a rank, during a rank's
+# replay, during application checkpoints; the restarted CM recovers its
+# journal and the ranks reconnect. Every run must end exactly as the
+# failure-free run (per-rank output, exit 0), with every kill it asked for
+# done and restarted, in every cmserver mode (MODES_ONLY limits them). The
+# programs: a master/worker on MPI_ANY_SOURCE with MPI_Iprobe and
+# MPI_Wtime, a stencil with MPI_Allreduce (programs/cm_death), a ring of
+# 8 MiB messages (programs/ft_suite big: above the cut-through size),
+# checkpointed rings of 64 KiB and 2 MiB messages with MPI_Test polling
+# (programs/ckpt_kill), and NPcm, which checks every byte it receives.
+here=$(dirname "$0")
+. "$here/lib.sh"
+. "$here/ft_lib.sh"
+itest_setup
+
+NP=4
+ITEST_JOB_TIMEOUT=120s
+CK64=(ckpt_kill 250 65536 3 test)
+CK2M=(ckpt_kill 120 2097152 3 test)
+
+ft_ref cmd_ref_master --cms 2 -- cm_death master 1500
+ft_ref cmd_ref_stencil --cms 2 -- cm_death stencil 500
+ft_ref cmd_ref_big --cms 2 -- ft_suite big 10
+ft_ref cmd_ref_ck64 --cms 2 -- "${CK64[@]}"
+ft_ref cmd_ref_ck2m --cms 2 -- "${CK2M[@]}"
+
+# cm_same NAME REF CM_DEATHS [cmrun options] -- PROGRAM ARGS: as ft_same,
+# and the fault report counts CM_DEATHS restarted channel memories.
+cm_same() {
+	local name=$1 ref=$2 deaths=$3
+	shift 3
+	itest_selected "$name" || return 0
+	local before=$itest_failures
+	FT_VERBOSE=1 ft_same "$name" "$ref" --cms 2 --cm-restart "$@"
+	[ "$itest_failures" -ne "$before" ] && return 0
+	local got
+	got=$(sed -n 's/^cmrun:   channel memories: \([0-9]*\) restart.*/\1/p' "$itest_work/$name.report")
+	if [ "${got:-0}" -ne "$deaths" ]; then
+		itest_fail "$name" "${got:-0} channel memory restarts, expected $deaths"
+		itest_passes=$((itest_passes - 1)) # ft_same counted it as passed
+	fi
+}
+
+scenarios() {
+	local m=${CHANMEM_TEST_MODE:-mono}
+	CM_DEATH_SLEEP_MS=2 cm_same "cmd_master_$m" cmd_ref_master 2 \
+		--kill-cm-at 0:0.6s --kill-cm-at 1:1.2s -- cm_death master 1500
+	# A CM and a rank it is home to, at once; then a CM while a killed rank
+	# is being replayed from it.
+	CM_DEATH_SLEEP_MS=3 cm_same "cmd_stencil_with_rank_$m" cmd_ref_stencil 1 \
+		--kill-at 1:0.8s --kill-cm-at 1:0.8s -- cm_death stencil 500
+	CM_DEATH_SLEEP_MS=3 cm_same "cmd_stencil_during_replay_$m" cmd_ref_stencil 2 \
+		--kill-at 0:0.8s --kill-cm-at 0:0.85s --kill-cm-at 1:0.9s -- cm_death stencil 500
+	FT_SLEEP_MS=50 cm_same "cmd_big_$m" cmd_ref_big 2 \
+		--kill-cm-at 0:0.3s --kill-cm-at 1:0.7s -- ft_suite big 10
+	cm_same "cmd_ck64_$m" cmd_ref_ck64 2 --ckpt-dir "$itest_work/ck64_$m" \
+		--ckpt-every 0.15s --kill-every 0.35s --kill-count 2 --kill-cm-every 0.3s \
+		--seed 11 -- "${CK64[@]}"
+	cm_same "cmd_ck2m_$m" cmd_ref_ck2m 2 --ckpt-dir "$itest_work/ck2m_$m" \
+		--ckpt-every 0.15s --kill-every 0.35s --kill-count 2 --kill-cm-every 0.3s \
+		--seed 5 -- "${CK2M[@]}"
+
+	local name="cmd_npcm_$m"
+	local npcm=${NPCM:-$(dirname "$CMRUN")/../netpipe/NPcm}
+	if ! itest_selected "$name"; then
+		:
+	elif [ ! -x "$npcm" ]; then
+		itest_log "SKIP: $name: NPcm not built ($npcm)"
+	else
+		local clean=0
+		itest_run "$name" 2 --cms 2 --cm-restart --kill-cm-at 0:0.5s --kill-cm-at 1:1s \
+			--kill-cm-at 0:1.5s -- "$(realpath --relative-to="$PROGDIR" "$npcm")" \
+			-u 8388608 -t 0.01 -T 1 -o "$itest_work/$name.np" || clean=1
+		local got
+		got=$(sed -n 's/^cmrun:   channel memories: \([0-9]*\) restart.*/\1/p' \
+			"$itest_work/$name.report")
+		if [ "$itest_rc" -ne 0 ]; then
+			itest_fail "$name" "exit status $itest_rc, expected 0"
+			grep -v '^cmrun: ' "$itest_work/$name.err" | head -n 5 | sed 's/^/    /'
+		elif [ "${got:-0}" -ne 3 ]; then
+			itest_fail "$name" "${got:-0} channel memory restarts, expected 3"
+		elif [ "$clean" -ne 0 ]; then
+			itest_fail "$name" "processes left behind"
+		else
+			itest_pass "$name"
+		fi
+	fi
+}
+
+for mode in ${MODES_ONLY:-mono thread-per-client multiplexer specialized}; do
+	CHANMEM_TEST_MODE=$mode scenarios
+done
+itest_finish

@@ -1,0 +1,329 @@
+/* The cm transport's side of a channel memory's death, against a fake CM
+ * played here frame by frame: a rank process (forked) runs the transport
+ * with CHANMEM_CM_RECONNECT set; the test accepts its connections, checks
+ * every frame it writes, closes the connection in the middle of a DELIVER
+ * and checks what the rank sends on its new connection. Without the
+ * variable, no MSG carries CM_F_ACK and nothing waits for LOGGED. */
+#include <config.h>
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "live_server.h"
+#include "transport.h"
+
+#define BIG_LEN (70 * 1024) /* over CM_RETAIN_ACK_SIZE: asks for LOGGED, waits for it */
+#define SMALL_LEN 100
+#define PART_LEN 50
+
+/* A stand-in CM: a listening socket the rank connects to. */
+static int fake_listen(char *addr, size_t cap)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+	ck_assert_int_eq(listen(fd, 4), 0);
+	socklen_t len = sizeof sa;
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	snprintf(addr, cap, "127.0.0.1:%u", (unsigned)ntohs(sa.sin_port));
+	return fd;
+}
+
+static int fake_accept(int lfd)
+{
+	struct pollfd p = {.fd = lfd, .events = POLLIN};
+	ck_assert_msg(poll(&p, 1, IO_MS) == 1, "the rank did not connect");
+	int fd = accept(lfd, NULL, NULL);
+	ck_assert_int_ge(fd, 0);
+	return fd;
+}
+
+static void fill(uint8_t *buf, size_t len, unsigned seed)
+{
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (uint8_t)(i * 7 + seed);
+}
+
+static int filled(const uint8_t *buf, size_t len, unsigned seed)
+{
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] != (uint8_t)(i * 7 + seed))
+			return 0;
+	return 1;
+}
+
+/* One frame of the given type; returns its header, payload in *p. */
+static struct cm_header expect(int fd, uint8_t type, uint64_t clock, uint8_t **p)
+{
+	struct cm_header h;
+	recv_frame(fd, &h, p);
+	ck_assert_msg(h.type == type, "expected %s %llu, got %s %llu", cm_type_str(type),
+	              (unsigned long long)clock, cm_type_str(h.type), (unsigned long long)h.clock);
+	ck_assert_uint_eq(h.clock, clock);
+	return h;
+}
+
+static void expect_hello(int fd)
+{
+	uint8_t *p;
+	struct cm_header h = expect(fd, CM_T_HELLO, 0, &p);
+	struct cm_hello hello;
+	ck_assert_int_eq(cm_hello_decode(p, h.len, &hello), CM_OK);
+	ck_assert_uint_eq(hello.incarnation, 0); /* the same incarnation */
+	ck_assert_uint_eq(h.flags, 0);           /* and no TAKEOVER */
+	free(p);
+}
+
+static void expect_msg(int fd, uint64_t clock, size_t len, uint16_t flags, unsigned seed)
+{
+	uint8_t *p;
+	struct cm_header h = expect(fd, CM_T_MSG, clock, &p);
+	ck_assert_uint_eq(h.len, len);
+	ck_assert_uint_eq(h.flags, flags);
+	ck_assert_msg(filled(p, len, seed), "MSG %llu: payload differs", (unsigned long long)clock);
+	free(p);
+}
+
+static void expect_frame(int fd, uint8_t type, uint64_t clock)
+{
+	uint8_t *p;
+	expect(fd, type, clock, &p);
+	free(p);
+}
+
+/* ---- the rank (a child process: exit status is the verdict) ---- */
+
+static int rank_init(struct cm_transport *t, char *addr)
+{
+	static char *cms[1];
+	static int home[2] = {0, 0};
+	cms[0] = addr;
+	struct cm_job job = {.rank = 0, .size = 2, .ncms = 1, .cms = cms, .home = home};
+	memcpy(job.secret, SECRET, CM_SECRET_LEN + 1);
+	setenv("CHANMEM_COALESCE_US", "0", 1); /* frames in program order, at once */
+	cm_transport_cm(t);
+	return t->init(t, &job);
+}
+
+static int wait_all(struct cm_transport *t, struct cm_req **reqs, int n)
+{
+	long long deadline = now_ms() + 2 * IO_MS;
+	for (;;) {
+		int done = 1;
+		for (int i = 0; i < n; i++)
+			done &= reqs[i]->done;
+		if (done)
+			return 0;
+		if (now_ms() > deadline || t->progress(t, 100) < 0)
+			return -1;
+	}
+}
+
+/* Two sends (a small one and one that waits for LOGGED), a receive, an
+ * event, a wildcard receive; both receives answered after the reconnection. */
+static int rank_main(char *addr)
+{
+	struct cm_transport t;
+	if (rank_init(&t, addr) < 0)
+		return 10;
+	static uint8_t small[SMALL_LEN], big[BIG_LEN];
+	fill(small, sizeof small, 1);
+	fill(big, sizeof big, 2);
+	struct cm_req m0 = {
+	    .kind = CM_REQ_SEND, .peer = 1, .tag = 1, .sbuf = small, .slen = SMALL_LEN};
+	struct cm_req m1 = {.kind = CM_REQ_SEND, .peer = 1, .tag = 1, .sbuf = big, .slen = BIG_LEN};
+	if (t.isend(&t, &m0) < 0 || t.isend(&t, &m1) < 0)
+		return 11;
+	int retaining = getenv("CHANMEM_CM_RECONNECT") != NULL;
+	if (retaining && m1.done)
+		return 12; /* its buffer is retained until LOGGED */
+	uint8_t buf0[64] = {0}, buf1[64] = {0};
+	struct cm_req r0 = {.kind = CM_REQ_RECV, .peer = 1, .tag = 5, .rbuf = buf0, .rcap = 64};
+	struct cm_req r1 = {.kind = CM_REQ_RECV,
+	                    .peer = CM_ANY_SOURCE,
+	                    .tag = CM_ANY_TAG,
+	                    .rbuf = buf1,
+	                    .rcap = 64};
+	double value = 1.5;
+	int replayed;
+	if (t.irecv(&t, &r0) < 0 || t.event(&t, CM_EV_WTIME, &value, sizeof value, &replayed) < 0 ||
+	    t.irecv(&t, &r1) < 0)
+		return 13;
+	struct cm_req *all[] = {&r0, &r1, &m0, &m1};
+	if (wait_all(&t, all, 4) < 0)
+		return 14;
+	if (r0.st_bytes != PART_LEN || !filled(buf0, PART_LEN, 3) || r1.st_bytes != 10 ||
+	    r1.st_tag != 9 || !filled(buf1, 10, 4))
+		return 15;
+	return t.finalize(&t) < 0 ? 16 : 0;
+}
+
+static pid_t start_rank(char *addr, const char *reconnect)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		alarm(60);
+		if (reconnect)
+			setenv("CHANMEM_CM_RECONNECT", reconnect, 1);
+		else
+			unsetenv("CHANMEM_CM_RECONNECT");
+		_exit(rank_main(addr));
+	}
+	return pid;
+}
+
+static void expect_rank_exit(pid_t pid, int code)
+{
+	int st = wait_exit(pid, 3 * IO_MS);
+	ck_assert_msg(st != -1, "the rank did not finish");
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == code, "rank exit status %d, wanted %d",
+	              WIFEXITED(st) ? WEXITSTATUS(st) : -1, code);
+}
+
+/* The frames of rank_main up to the second receive, on a first connection. */
+static int first_connection(int lfd, uint16_t big_flags)
+{
+	int fd = fake_accept(lfd);
+	expect_hello(fd);
+	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
+	expect_msg(fd, 0, SMALL_LEN, 0, 1);
+	expect_msg(fd, 1, BIG_LEN, big_flags, 2);
+	expect_frame(fd, CM_T_RECV_REQ, 0);
+	expect_frame(fd, CM_T_EVENT, 0);
+	expect_frame(fd, CM_T_RECV_REQ, 1);
+	return fd;
+}
+
+static void answer_and_finish(int fd, uint64_t logged)
+{
+	uint8_t part[PART_LEN], other[10];
+	fill(part, sizeof part, 3);
+	fill(other, sizeof other, 4);
+	if (logged)
+		send_frame(fd, CM_T_LOGGED, 0, 0, 0, 0, 0, logged, NULL, 0);
+	send_frame(fd, CM_T_DELIVER, 0, 1, 0, 5, 0, 0, part, sizeof part);
+	send_frame(fd, CM_T_DELIVER, 0, 1, 0, 9, 0, 1, other, sizeof other);
+	expect_frame(fd, CM_T_BYE, 0);
+	send_frame(fd, CM_T_BYE_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
+	close(fd);
+}
+
+START_TEST(reconnect_resends_and_reposts)
+{
+	char addr[64];
+	int lfd = fake_listen(addr, sizeof addr);
+	pid_t rank = start_rank(addr, "20");
+	int fd = first_connection(lfd, CM_F_ACK);
+	/* m0 is logged; the CM dies in the middle of r0's DELIVER. */
+	send_frame(fd, CM_T_LOGGED, 0, 0, 0, 0, 0, 1, NULL, 0);
+	uint8_t hdr[CM_HEADER_SIZE], part[PART_LEN];
+	fill(part, sizeof part, 3);
+	struct cm_header h = {
+	    .type = CM_T_DELIVER, .src = 1, .dst = 0, .tag = 5, .len = PART_LEN, .clock = 0};
+	cm_header_encode(&h, hdr);
+	send_all(fd, hdr, sizeof hdr);
+	send_all(fd, part, 20);
+	close(fd);
+
+	/* The restarted CM holds m0 (clock 1 expected next). */
+	fd = fake_accept(lfd);
+	expect_hello(fd);
+	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 1, NULL, 0);
+	expect_frame(fd, CM_T_EVENT, 0);         /* not acknowledged: first */
+	expect_msg(fd, 1, BIG_LEN, CM_F_ACK, 2); /* whole, m0 not again */
+	expect_frame(fd, CM_T_RECV_REQ, 0);      /* its DELIVER was cut short */
+	expect_frame(fd, CM_T_RECV_REQ, 1);
+	answer_and_finish(fd, 2);
+	expect_rank_exit(rank, 0);
+	close(lfd);
+}
+END_TEST
+
+/* A CM that dies before HELLO_ACK of the new connection, then comes back:
+ * the same re-sends on the third connection, m0 included this time. */
+START_TEST(reconnect_twice)
+{
+	char addr[64];
+	int lfd = fake_listen(addr, sizeof addr);
+	pid_t rank = start_rank(addr, "20");
+	int fd = first_connection(lfd, CM_F_ACK);
+	close(fd);
+	fd = fake_accept(lfd);
+	expect_hello(fd);
+	close(fd);
+	fd = fake_accept(lfd);
+	expect_hello(fd);
+	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
+	expect_frame(fd, CM_T_EVENT, 0);
+	expect_msg(fd, 0, SMALL_LEN, 0, 1);
+	expect_msg(fd, 1, BIG_LEN, CM_F_ACK, 2);
+	expect_frame(fd, CM_T_RECV_REQ, 0);
+	expect_frame(fd, CM_T_RECV_REQ, 1);
+	answer_and_finish(fd, 2);
+	expect_rank_exit(rank, 0);
+	close(lfd);
+}
+END_TEST
+
+/* Without CHANMEM_CM_RECONNECT: no ACK flag, no wait for LOGGED, and a
+ * lost connection is fatal at once. */
+START_TEST(off_by_default)
+{
+	char addr[64];
+	int lfd = fake_listen(addr, sizeof addr);
+	pid_t rank = start_rank(addr, NULL);
+	int fd = first_connection(lfd, 0);
+	answer_and_finish(fd, 0);
+	expect_rank_exit(rank, 0);
+
+	rank = start_rank(addr, NULL);
+	fd = first_connection(lfd, 0);
+	close(fd);
+	expect_rank_exit(rank, 14);
+	close(lfd);
+}
+END_TEST
+
+/* The CM does not come back within the limit: the usual fatal error. */
+START_TEST(gives_up_after_the_limit)
+{
+	char addr[64];
+	int lfd = fake_listen(addr, sizeof addr);
+	pid_t rank = start_rank(addr, "1");
+	int fd = first_connection(lfd, CM_F_ACK);
+	close(fd);
+	close(lfd); /* connections refused from now on */
+	long long t0 = now_ms();
+	expect_rank_exit(rank, 14);
+	ck_assert_int_ge(now_ms() - t0, 900); /* it did try for the second */
+}
+END_TEST
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	Suite *s = suite_create("cm_reconnect");
+	TCase *tc = tcase_create("fake cm");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, reconnect_resends_and_reposts);
+	tcase_add_test(tc, reconnect_twice);
+	tcase_add_test(tc, off_by_default);
+	tcase_add_test(tc, gives_up_after_the_limit);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
