@@ -3,8 +3,9 @@
 # channel memories on host 0 (roles=cm), the ranks on hosts 1 to 3, every byte between them
 # over veth links through the switch (rate limited to 1 Gbit/s). What a user checks: the
 # output is the same as the single-machine run's, exit 0, nothing on stderr, the processes
-# ran where the map says, and nothing is left in any host afterwards. Then the same over
-# the direct transport (ranks connected to each other across hosts).
+# ran where the map says, and nothing is left in any host afterwards. The same with both
+# CMs killed and restarted (--cm-restart). Then the same over the direct transport (ranks
+# connected to each other across hosts).
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/netns_lib.sh"
 netns_setup 4 1gbit
@@ -61,6 +62,23 @@ if itest_selected netns_ring; then
 	[ "$itest_failures" -eq 0 ] || sed 's/^/    seen: /' "$itest_work/placement"
 fi
 netns_clean netns_ring_clean
+
+# Both CMs killed (--cm-restart): each restarted on host 0 on its address, recovered from
+# its journal; the ranks on hosts 1 to 3 reconnect across the links.
+FT_VERBOSE=1 FT_SLEEP_MS=30 ft_same netns_ring_cm_death ref_ring --cms 2 --cm-restart \
+	--kill-cm-at 0:0.3s --kill-cm-at 1:0.6s --hosts "$netns_hosts" --launch netns \
+	--map-by host -- ft_suite ring "$ITERS"
+name=netns_ring_cm_death_report
+if itest_selected netns_ring_cm_death; then
+	if ! grep -q '^cmrun:   channel memories: 2 restarts' \
+		"$itest_work/netns_ring_cm_death.report"; then
+		itest_fail $name "the fault report does not count 2 CM restarts:"
+		sed 's/^/    /' "$itest_work/netns_ring_cm_death.report"
+	else
+		itest_pass $name
+	fi
+fi
+netns_clean netns_cm_death_clean
 
 # By slot (hosts 1 and 2 full, host 3 idle), one CM, another pattern and an application.
 ft_same netns_alltoall_slot ref_alltoall --hosts "$netns_hosts" --launch netns --map-by slot -- \
