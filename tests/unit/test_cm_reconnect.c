@@ -30,6 +30,10 @@ static int fake_listen(char *addr, size_t cap)
 {
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	ck_assert_int_ge(fd, 0);
+	/* A small window (inherited by accepted sockets): a large MSG the fake
+	 * does not read stays partly unwritten in the rank. */
+	int rcvbuf = 64 * 1024;
+	ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf), 0);
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
 	ck_assert_int_eq(listen(fd, 4), 0);
@@ -168,7 +172,34 @@ static int rank_main(char *addr)
 	return t.finalize(&t) < 0 ? 16 : 0;
 }
 
-static pid_t start_rank(char *addr, const char *reconnect)
+#define HUGE_LEN (8u << 20) /* more than the socket buffers hold */
+
+/* One large send, cut by the CM's death while it is being written. */
+static int rank_huge(char *addr)
+{
+	struct cm_transport t;
+	if (rank_init(&t, addr) < 0)
+		return 10;
+	uint8_t *huge = malloc(HUGE_LEN);
+	if (huge == NULL)
+		return 11;
+	fill(huge, HUGE_LEN, 6);
+	struct cm_req m = {
+	    .kind = CM_REQ_SEND, .peer = 1, .tag = 2, .sbuf = huge, .slen = HUGE_LEN};
+	uint8_t buf[64];
+	struct cm_req r = {.kind = CM_REQ_RECV, .peer = 1, .tag = 5, .rbuf = buf, .rcap = 64};
+	if (t.isend(&t, &m) < 0 || t.irecv(&t, &r) < 0)
+		return 13;
+	struct cm_req *all[] = {&m, &r};
+	if (wait_all(&t, all, 2) < 0)
+		return 14;
+	if (r.st_bytes != PART_LEN || !filled(buf, PART_LEN, 3))
+		return 15;
+	free(huge);
+	return t.finalize(&t) < 0 ? 16 : 0;
+}
+
+static pid_t start_rank_fn(char *addr, const char *reconnect, int (*fn)(char *))
 {
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
@@ -178,9 +209,14 @@ static pid_t start_rank(char *addr, const char *reconnect)
 			setenv("CHANMEM_CM_RECONNECT", reconnect, 1);
 		else
 			unsetenv("CHANMEM_CM_RECONNECT");
-		_exit(rank_main(addr));
+		_exit(fn(addr));
 	}
 	return pid;
+}
+
+static pid_t start_rank(char *addr, const char *reconnect)
+{
+	return start_rank_fn(addr, reconnect, rank_main);
 }
 
 static void expect_rank_exit(pid_t pid, int code)
@@ -278,6 +314,42 @@ END_TEST
 
 /* Without CHANMEM_CM_RECONNECT: no ACK flag, no wait for LOGGED, and a
  * lost connection is fatal at once. */
+/* A MSG partly written when the CM died goes again whole, and its send
+ * completes only with LOGGED. */
+START_TEST(partly_written_message_resent_whole)
+{
+	char addr[64];
+	int lfd = fake_listen(addr, sizeof addr);
+	pid_t rank = start_rank_fn(addr, "20", rank_huge);
+	int fd = fake_accept(lfd);
+	expect_hello(fd);
+	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
+	uint8_t hdr[CM_HEADER_SIZE];
+	ck_assert_int_eq(recv_exact(fd, hdr, sizeof hdr, now_ms() + IO_MS), 0);
+	ck_assert_uint_eq(hdr[1], CM_T_MSG);
+	uint8_t *some = malloc(1u << 20);
+	ck_assert_int_eq(recv_exact(fd, some, 1u << 20, now_ms() + IO_MS), 0);
+	ck_assert(filled(some, 1u << 20, 6));
+	free(some);
+	close(fd);
+
+	fd = fake_accept(lfd);
+	expect_hello(fd);
+	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
+	expect_msg(fd, 0, HUGE_LEN, CM_F_ACK, 6);
+	expect_frame(fd, CM_T_RECV_REQ, 0);
+	uint8_t part[PART_LEN];
+	fill(part, sizeof part, 3);
+	send_frame(fd, CM_T_LOGGED, 0, 0, 0, 0, 0, 1, NULL, 0);
+	send_frame(fd, CM_T_DELIVER, 0, 1, 0, 5, 0, 0, part, sizeof part);
+	expect_frame(fd, CM_T_BYE, 0);
+	send_frame(fd, CM_T_BYE_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
+	close(fd);
+	expect_rank_exit(rank, 0);
+	close(lfd);
+}
+END_TEST
+
 START_TEST(off_by_default)
 {
 	char addr[64];
@@ -318,6 +390,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, reconnect_resends_and_reposts);
 	tcase_add_test(tc, reconnect_twice);
+	tcase_add_test(tc, partly_written_message_resent_whole);
 	tcase_add_test(tc, off_by_default);
 	tcase_add_test(tc, gives_up_after_the_limit);
 	suite_add_tcase(s, tc);
