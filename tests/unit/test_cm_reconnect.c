@@ -199,6 +199,34 @@ static int rank_huge(char *addr)
 	return t.finalize(&t) < 0 ? 16 : 0;
 }
 
+/* A synchronous send, a cancelled receive, a blocking probe, a TRIM and BYE,
+ * each cut by a CM death before its answer. */
+static int rank_requests(char *addr)
+{
+	struct cm_transport t;
+	if (rank_init(&t, addr) < 0)
+		return 10;
+	uint8_t small[SMALL_LEN], buf[64];
+	fill(small, sizeof small, 1);
+	struct cm_req m = {
+	    .kind = CM_REQ_SEND, .peer = 1, .tag = 1, .sbuf = small, .slen = SMALL_LEN, .sync = 1};
+	struct cm_req r = {.kind = CM_REQ_RECV, .peer = 1, .tag = 5, .rbuf = buf, .rcap = 64};
+	int cancelled = 0;
+	if (t.isend(&t, &m) < 0 || t.irecv(&t, &r) < 0 || t.cancel(&t, &r, &cancelled) < 0)
+		return 11;
+	struct cm_req *all[] = {&m};
+	if (!cancelled || wait_all(&t, all, 1) < 0)
+		return 12;
+	struct cm_probe_result pr;
+	if (t.probe(&t, 1, 7, 0, 1, &pr) < 0)
+		return 13;
+	if (!pr.found || pr.source != 1 || pr.tag != 7 || pr.bytes != 5)
+		return 14;
+	struct cm_resume image = {.clock = 1, .reqid = 2, .events = 0};
+	t.ckpt_committed(&t, &image);
+	return t.finalize(&t) < 0 ? 16 : 0;
+}
+
 static pid_t start_rank_fn(char *addr, const char *reconnect, int (*fn)(char *))
 {
 	pid_t pid = fork();
@@ -350,6 +378,62 @@ START_TEST(partly_written_message_resent_whole)
 }
 END_TEST
 
+START_TEST(requests_reposted)
+{
+	char addr[64];
+	int lfd = fake_listen(addr, sizeof addr);
+	pid_t rank = start_rank_fn(addr, "20", rank_requests);
+	int fd = fake_accept(lfd);
+	expect_hello(fd);
+	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
+	expect_msg(fd, 0, SMALL_LEN, CM_F_SYNC, 1);
+	expect_frame(fd, CM_T_RECV_REQ, 0);
+	expect_frame(fd, CM_T_CANCEL, 0);
+	send_frame(fd, CM_T_LOGGED, 0, 0, 0, 0, 0, 1, NULL, 0);
+	close(fd);
+
+	/* The message is logged; its SYNC_ACK and the CANCEL_ACK were lost. */
+	fd = fake_accept(lfd);
+	expect_hello(fd);
+	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 1, NULL, 0);
+	expect_msg(fd, 0, SMALL_LEN, CM_F_SYNC, 1); /* again, only for its SYNC_ACK */
+	expect_frame(fd, CM_T_RECV_REQ, 0);
+	expect_frame(fd, CM_T_CANCEL, 0);
+	send_frame(fd, CM_T_CANCEL_ACK, CM_F_CANCELLED, 0, 0, 0, 0, 0, NULL, 0);
+	send_frame(fd, CM_T_SYNC_ACK, 0, 1, 0, 1, 0, 0, NULL, 0);
+	uint8_t *p;
+	struct cm_header h = expect(fd, CM_T_PROBE, 1, &p);
+	free(p);
+	ck_assert_uint_eq(h.flags, CM_F_BLOCKING);
+	close(fd);
+
+	fd = fake_accept(lfd);
+	expect_hello(fd);
+	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 1, NULL, 0);
+	h = expect(fd, CM_T_PROBE, 1, &p); /* the receive is gone: cancelled */
+	free(p);
+	ck_assert_uint_eq(h.flags, CM_F_BLOCKING);
+	ck_assert_int_eq(h.src, 1);
+	ck_assert_int_eq(h.tag, 7);
+	uint8_t len[CM_PROBE_REPLY_PAYLOAD];
+	cm_put_u64(len, 5);
+	send_frame(fd, CM_T_PROBE_REPLY, CM_F_FOUND, 1, 0, 7, 0, 1, len, sizeof len);
+	expect_frame(fd, CM_T_TRIM, 2);
+	expect_frame(fd, CM_T_BYE, 0);
+	close(fd);
+
+	fd = fake_accept(lfd);
+	expect_hello(fd);
+	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 1, NULL, 0);
+	expect_frame(fd, CM_T_TRIM, 2);
+	expect_frame(fd, CM_T_BYE, 0);
+	send_frame(fd, CM_T_BYE_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
+	close(fd);
+	expect_rank_exit(rank, 0);
+	close(lfd);
+}
+END_TEST
+
 START_TEST(off_by_default)
 {
 	char addr[64];
@@ -391,6 +475,7 @@ int main(void)
 	tcase_add_test(tc, reconnect_resends_and_reposts);
 	tcase_add_test(tc, reconnect_twice);
 	tcase_add_test(tc, partly_written_message_resent_whole);
+	tcase_add_test(tc, requests_reposted);
 	tcase_add_test(tc, off_by_default);
 	tcase_add_test(tc, gives_up_after_the_limit);
 	suite_add_tcase(s, tc);
