@@ -105,6 +105,22 @@ static void expect_frame(int fd, uint8_t type, uint64_t clock)
 	free(p);
 }
 
+/* A connection of the rank, accepted with HELLO_ACK(clock). */
+static int admit(int lfd, uint64_t clock)
+{
+	int fd = fake_accept(lfd);
+	expect_hello(fd);
+	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, clock, NULL, 0);
+	return fd;
+}
+
+static void say_bye(int fd)
+{
+	expect_frame(fd, CM_T_BYE, 0);
+	send_frame(fd, CM_T_BYE_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
+	close(fd);
+}
+
 /* ---- the rank (a child process: exit status is the verdict) ---- */
 
 static int rank_init(struct cm_transport *t, char *addr)
@@ -258,9 +274,7 @@ static void expect_rank_exit(pid_t pid, int code)
 /* The frames of rank_main up to the second receive, on a first connection. */
 static int first_connection(int lfd, uint16_t big_flags)
 {
-	int fd = fake_accept(lfd);
-	expect_hello(fd);
-	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
+	int fd = admit(lfd, 0);
 	expect_msg(fd, 0, SMALL_LEN, 0, 1);
 	expect_msg(fd, 1, BIG_LEN, big_flags, 2);
 	expect_frame(fd, CM_T_RECV_REQ, 0);
@@ -278,9 +292,7 @@ static void answer_and_finish(int fd, uint64_t logged)
 		send_frame(fd, CM_T_LOGGED, 0, 0, 0, 0, 0, logged, NULL, 0);
 	send_frame(fd, CM_T_DELIVER, 0, 1, 0, 5, 0, 0, part, sizeof part);
 	send_frame(fd, CM_T_DELIVER, 0, 1, 0, 9, 0, 1, other, sizeof other);
-	expect_frame(fd, CM_T_BYE, 0);
-	send_frame(fd, CM_T_BYE_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
-	close(fd);
+	say_bye(fd);
 }
 
 START_TEST(reconnect_resends_and_reposts)
@@ -301,9 +313,7 @@ START_TEST(reconnect_resends_and_reposts)
 	close(fd);
 
 	/* The restarted CM holds m0 (clock 1 expected next). */
-	fd = fake_accept(lfd);
-	expect_hello(fd);
-	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 1, NULL, 0);
+	fd = admit(lfd, 1);
 	expect_frame(fd, CM_T_EVENT, 0);         /* not acknowledged: first */
 	expect_msg(fd, 1, BIG_LEN, CM_F_ACK, 2); /* whole, m0 not again */
 	expect_frame(fd, CM_T_RECV_REQ, 0);      /* its DELIVER was cut short */
@@ -326,9 +336,7 @@ START_TEST(reconnect_twice)
 	fd = fake_accept(lfd);
 	expect_hello(fd);
 	close(fd);
-	fd = fake_accept(lfd);
-	expect_hello(fd);
-	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
+	fd = admit(lfd, 0);
 	expect_frame(fd, CM_T_EVENT, 0);
 	expect_msg(fd, 0, SMALL_LEN, 0, 1);
 	expect_msg(fd, 1, BIG_LEN, CM_F_ACK, 2);
@@ -340,8 +348,6 @@ START_TEST(reconnect_twice)
 }
 END_TEST
 
-/* Without CHANMEM_CM_RECONNECT: no ACK flag, no wait for LOGGED, and a
- * lost connection is fatal at once. */
 /* A MSG partly written when the CM died goes again whole, and its send
  * completes only with LOGGED. */
 START_TEST(partly_written_message_resent_whole)
@@ -349,9 +355,7 @@ START_TEST(partly_written_message_resent_whole)
 	char addr[64];
 	int lfd = fake_listen(addr, sizeof addr);
 	pid_t rank = start_rank_fn(addr, "20", rank_huge);
-	int fd = fake_accept(lfd);
-	expect_hello(fd);
-	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
+	int fd = admit(lfd, 0);
 	uint8_t hdr[CM_HEADER_SIZE];
 	ck_assert_int_eq(recv_exact(fd, hdr, sizeof hdr, now_ms() + IO_MS), 0);
 	ck_assert_uint_eq(hdr[1], CM_T_MSG);
@@ -361,18 +365,14 @@ START_TEST(partly_written_message_resent_whole)
 	free(some);
 	close(fd);
 
-	fd = fake_accept(lfd);
-	expect_hello(fd);
-	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
+	fd = admit(lfd, 0);
 	expect_msg(fd, 0, HUGE_LEN, CM_F_ACK, 6);
 	expect_frame(fd, CM_T_RECV_REQ, 0);
 	uint8_t part[PART_LEN];
 	fill(part, sizeof part, 3);
 	send_frame(fd, CM_T_LOGGED, 0, 0, 0, 0, 0, 1, NULL, 0);
 	send_frame(fd, CM_T_DELIVER, 0, 1, 0, 5, 0, 0, part, sizeof part);
-	expect_frame(fd, CM_T_BYE, 0);
-	send_frame(fd, CM_T_BYE_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
-	close(fd);
+	say_bye(fd);
 	expect_rank_exit(rank, 0);
 	close(lfd);
 }
@@ -383,9 +383,7 @@ START_TEST(requests_reposted)
 	char addr[64];
 	int lfd = fake_listen(addr, sizeof addr);
 	pid_t rank = start_rank_fn(addr, "20", rank_requests);
-	int fd = fake_accept(lfd);
-	expect_hello(fd);
-	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
+	int fd = admit(lfd, 0);
 	expect_msg(fd, 0, SMALL_LEN, CM_F_SYNC, 1);
 	expect_frame(fd, CM_T_RECV_REQ, 0);
 	expect_frame(fd, CM_T_CANCEL, 0);
@@ -393,9 +391,7 @@ START_TEST(requests_reposted)
 	close(fd);
 
 	/* The message is logged; its SYNC_ACK and the CANCEL_ACK were lost. */
-	fd = fake_accept(lfd);
-	expect_hello(fd);
-	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 1, NULL, 0);
+	fd = admit(lfd, 1);
 	expect_msg(fd, 0, SMALL_LEN, CM_F_SYNC, 1); /* again, only for its SYNC_ACK */
 	expect_frame(fd, CM_T_RECV_REQ, 0);
 	expect_frame(fd, CM_T_CANCEL, 0);
@@ -407,9 +403,7 @@ START_TEST(requests_reposted)
 	ck_assert_uint_eq(h.flags, CM_F_BLOCKING);
 	close(fd);
 
-	fd = fake_accept(lfd);
-	expect_hello(fd);
-	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 1, NULL, 0);
+	fd = admit(lfd, 1);
 	h = expect(fd, CM_T_PROBE, 1, &p); /* the receive is gone: cancelled */
 	free(p);
 	ck_assert_uint_eq(h.flags, CM_F_BLOCKING);
@@ -422,18 +416,16 @@ START_TEST(requests_reposted)
 	expect_frame(fd, CM_T_BYE, 0);
 	close(fd);
 
-	fd = fake_accept(lfd);
-	expect_hello(fd);
-	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 1, NULL, 0);
+	fd = admit(lfd, 1);
 	expect_frame(fd, CM_T_TRIM, 2);
-	expect_frame(fd, CM_T_BYE, 0);
-	send_frame(fd, CM_T_BYE_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
-	close(fd);
+	say_bye(fd);
 	expect_rank_exit(rank, 0);
 	close(lfd);
 }
 END_TEST
 
+/* Without CHANMEM_CM_RECONNECT: no ACK flag, no wait for LOGGED, and a
+ * lost connection is fatal at once. */
 START_TEST(off_by_default)
 {
 	char addr[64];
