@@ -751,10 +751,10 @@ int cm_conn_attach(struct cm_conn *c, int fd)
 		return -1;
 	cm_tune_socket(fd);
 	cm_set_cloexec(fd, 1);
-	if (c->wait_limit_ms > 0)
-		cm_conn_limit_wait(c, c->wait_limit_ms);
 	sort_queue(c); /* frames queued while broken */
 	c->fd = fd;
+	if (c->wait_limit_ms > 0)
+		cm_conn_limit_wait(c, c->wait_limit_ms);
 	c->state = CM_CONN_AWAIT_ACK;
 	c->write_budget = 1;
 	return 0;

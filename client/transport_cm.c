@@ -272,11 +272,12 @@ static int cmt_isend(struct cm_transport *t, struct cm_req *req)
 	if (s->home[req->peer] != s->myhome && cmt_events_settle(t) < 0)
 		return -1;
 	int cm = s->home[req->peer];
-	struct cm_conn *c = cmt_conn(s, cm);
 	/* Retained bytes are bounded: past the bound, wait for LOGGED. */
-	while (c->kept_bytes > CM_RETAIN_MAX)
+	while (s->cms[cm]->kept_bytes > CM_RETAIN_MAX)
 		if (cmt_progress(t, -1) < 0)
 			return -1;
+	/* Alive, or broken and taking frames until it is re-established. */
+	struct cm_conn *c = cmt_conn(s, cm);
 	req->id = s->clock++;
 	struct cm_header h;
 	if (cm_start_send(req, s->rank, &s->syncs, &h) < 0)

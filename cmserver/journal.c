@@ -339,11 +339,20 @@ int cm_journal_recover(struct cm_journal *j, struct cm_core *core)
 			body -= CM_HEADER_SIZE;
 		}
 		if (why == NULL && rec.flags & CM_J_EXTENT) {
-			/* Written before the record that says so. */
-			if (body != 0 || rec.extent > dsize || rec.valid > dsize - rec.extent)
+			/* Its valid bytes were written before the record that says
+			 * so; an extent with none may lie past the file's end. */
+			if (body != 0 || (rec.valid > 0 &&
+			                  (rec.extent > dsize || rec.valid > dsize - rec.extent)))
 				why = "an extent the data file does not hold";
-			p = dmap ? dmap + rec.extent : NULL;
+			p = rec.valid > 0 ? dmap + rec.extent : NULL;
 			body = rec.valid;
+			if (rec.kind == CM_J_MSG) {
+				/* Reserved whole: new extents go past every one. */
+				uint64_t end = rec.extent + (((uint64_t)rec.h.len + PAGE - 1) &
+				                             ~(uint64_t)(PAGE - 1));
+				if (end > j->data_end)
+					j->data_end = end;
+			}
 		}
 		if (why == NULL && cm_recovery_apply(r, &rec, p, body, &why) == 0) {
 			off += 8 + (size_t)len;

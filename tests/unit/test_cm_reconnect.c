@@ -30,6 +30,10 @@ static int fake_listen(char *addr, size_t cap)
 {
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	ck_assert_int_ge(fd, 0);
+	/* A small window (inherited by accepted sockets): a large MSG the fake
+	 * does not read stays partly unwritten in the rank. */
+	int rcvbuf = 64 * 1024;
+	ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf), 0);
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
 	ck_assert_int_eq(listen(fd, 4), 0);
@@ -101,6 +105,22 @@ static void expect_frame(int fd, uint8_t type, uint64_t clock)
 	free(p);
 }
 
+/* A connection of the rank, accepted with HELLO_ACK(clock). */
+static int admit(int lfd, uint64_t clock)
+{
+	int fd = fake_accept(lfd);
+	expect_hello(fd);
+	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, clock, NULL, 0);
+	return fd;
+}
+
+static void say_bye(int fd)
+{
+	expect_frame(fd, CM_T_BYE, 0);
+	send_frame(fd, CM_T_BYE_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
+	close(fd);
+}
+
 /* ---- the rank (a child process: exit status is the verdict) ---- */
 
 static int rank_init(struct cm_transport *t, char *addr)
@@ -168,7 +188,62 @@ static int rank_main(char *addr)
 	return t.finalize(&t) < 0 ? 16 : 0;
 }
 
-static pid_t start_rank(char *addr, const char *reconnect)
+#define HUGE_LEN (8u << 20) /* more than the socket buffers hold */
+
+/* One large send, cut by the CM's death while it is being written. */
+static int rank_huge(char *addr)
+{
+	struct cm_transport t;
+	if (rank_init(&t, addr) < 0)
+		return 10;
+	uint8_t *huge = malloc(HUGE_LEN);
+	if (huge == NULL)
+		return 11;
+	fill(huge, HUGE_LEN, 6);
+	struct cm_req m = {
+	    .kind = CM_REQ_SEND, .peer = 1, .tag = 2, .sbuf = huge, .slen = HUGE_LEN};
+	uint8_t buf[64];
+	struct cm_req r = {.kind = CM_REQ_RECV, .peer = 1, .tag = 5, .rbuf = buf, .rcap = 64};
+	if (t.isend(&t, &m) < 0 || t.irecv(&t, &r) < 0)
+		return 13;
+	struct cm_req *all[] = {&m, &r};
+	if (wait_all(&t, all, 2) < 0)
+		return 14;
+	if (r.st_bytes != PART_LEN || !filled(buf, PART_LEN, 3))
+		return 15;
+	free(huge);
+	return t.finalize(&t) < 0 ? 16 : 0;
+}
+
+/* A synchronous send, a cancelled receive, a blocking probe, a TRIM and BYE,
+ * each cut by a CM death before its answer. */
+static int rank_requests(char *addr)
+{
+	struct cm_transport t;
+	if (rank_init(&t, addr) < 0)
+		return 10;
+	uint8_t small[SMALL_LEN], buf[64];
+	fill(small, sizeof small, 1);
+	struct cm_req m = {
+	    .kind = CM_REQ_SEND, .peer = 1, .tag = 1, .sbuf = small, .slen = SMALL_LEN, .sync = 1};
+	struct cm_req r = {.kind = CM_REQ_RECV, .peer = 1, .tag = 5, .rbuf = buf, .rcap = 64};
+	int cancelled = 0;
+	if (t.isend(&t, &m) < 0 || t.irecv(&t, &r) < 0 || t.cancel(&t, &r, &cancelled) < 0)
+		return 11;
+	struct cm_req *all[] = {&m};
+	if (!cancelled || wait_all(&t, all, 1) < 0)
+		return 12;
+	struct cm_probe_result pr;
+	if (t.probe(&t, 1, 7, 0, 1, &pr) < 0)
+		return 13;
+	if (!pr.found || pr.source != 1 || pr.tag != 7 || pr.bytes != 5)
+		return 14;
+	struct cm_resume image = {.clock = 1, .reqid = 2, .events = 0};
+	t.ckpt_committed(&t, &image);
+	return t.finalize(&t) < 0 ? 16 : 0;
+}
+
+static pid_t start_rank_fn(char *addr, const char *reconnect, int (*fn)(char *))
 {
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
@@ -178,9 +253,14 @@ static pid_t start_rank(char *addr, const char *reconnect)
 			setenv("CHANMEM_CM_RECONNECT", reconnect, 1);
 		else
 			unsetenv("CHANMEM_CM_RECONNECT");
-		_exit(rank_main(addr));
+		_exit(fn(addr));
 	}
 	return pid;
+}
+
+static pid_t start_rank(char *addr, const char *reconnect)
+{
+	return start_rank_fn(addr, reconnect, rank_main);
 }
 
 static void expect_rank_exit(pid_t pid, int code)
@@ -194,9 +274,7 @@ static void expect_rank_exit(pid_t pid, int code)
 /* The frames of rank_main up to the second receive, on a first connection. */
 static int first_connection(int lfd, uint16_t big_flags)
 {
-	int fd = fake_accept(lfd);
-	expect_hello(fd);
-	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
+	int fd = admit(lfd, 0);
 	expect_msg(fd, 0, SMALL_LEN, 0, 1);
 	expect_msg(fd, 1, BIG_LEN, big_flags, 2);
 	expect_frame(fd, CM_T_RECV_REQ, 0);
@@ -214,9 +292,7 @@ static void answer_and_finish(int fd, uint64_t logged)
 		send_frame(fd, CM_T_LOGGED, 0, 0, 0, 0, 0, logged, NULL, 0);
 	send_frame(fd, CM_T_DELIVER, 0, 1, 0, 5, 0, 0, part, sizeof part);
 	send_frame(fd, CM_T_DELIVER, 0, 1, 0, 9, 0, 1, other, sizeof other);
-	expect_frame(fd, CM_T_BYE, 0);
-	send_frame(fd, CM_T_BYE_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
-	close(fd);
+	say_bye(fd);
 }
 
 START_TEST(reconnect_resends_and_reposts)
@@ -237,9 +313,7 @@ START_TEST(reconnect_resends_and_reposts)
 	close(fd);
 
 	/* The restarted CM holds m0 (clock 1 expected next). */
-	fd = fake_accept(lfd);
-	expect_hello(fd);
-	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 1, NULL, 0);
+	fd = admit(lfd, 1);
 	expect_frame(fd, CM_T_EVENT, 0);         /* not acknowledged: first */
 	expect_msg(fd, 1, BIG_LEN, CM_F_ACK, 2); /* whole, m0 not again */
 	expect_frame(fd, CM_T_RECV_REQ, 0);      /* its DELIVER was cut short */
@@ -262,15 +336,89 @@ START_TEST(reconnect_twice)
 	fd = fake_accept(lfd);
 	expect_hello(fd);
 	close(fd);
-	fd = fake_accept(lfd);
-	expect_hello(fd);
-	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
+	fd = admit(lfd, 0);
 	expect_frame(fd, CM_T_EVENT, 0);
 	expect_msg(fd, 0, SMALL_LEN, 0, 1);
 	expect_msg(fd, 1, BIG_LEN, CM_F_ACK, 2);
 	expect_frame(fd, CM_T_RECV_REQ, 0);
 	expect_frame(fd, CM_T_RECV_REQ, 1);
 	answer_and_finish(fd, 2);
+	expect_rank_exit(rank, 0);
+	close(lfd);
+}
+END_TEST
+
+/* A MSG partly written when the CM died goes again whole, and its send
+ * completes only with LOGGED. */
+START_TEST(partly_written_message_resent_whole)
+{
+	char addr[64];
+	int lfd = fake_listen(addr, sizeof addr);
+	pid_t rank = start_rank_fn(addr, "20", rank_huge);
+	int fd = admit(lfd, 0);
+	uint8_t hdr[CM_HEADER_SIZE];
+	ck_assert_int_eq(recv_exact(fd, hdr, sizeof hdr, now_ms() + IO_MS), 0);
+	ck_assert_uint_eq(hdr[1], CM_T_MSG);
+	uint8_t *some = malloc(1u << 20);
+	ck_assert_int_eq(recv_exact(fd, some, 1u << 20, now_ms() + IO_MS), 0);
+	ck_assert(filled(some, 1u << 20, 6));
+	free(some);
+	close(fd);
+
+	fd = admit(lfd, 0);
+	expect_msg(fd, 0, HUGE_LEN, CM_F_ACK, 6);
+	expect_frame(fd, CM_T_RECV_REQ, 0);
+	uint8_t part[PART_LEN];
+	fill(part, sizeof part, 3);
+	send_frame(fd, CM_T_LOGGED, 0, 0, 0, 0, 0, 1, NULL, 0);
+	send_frame(fd, CM_T_DELIVER, 0, 1, 0, 5, 0, 0, part, sizeof part);
+	say_bye(fd);
+	expect_rank_exit(rank, 0);
+	close(lfd);
+}
+END_TEST
+
+START_TEST(requests_reposted)
+{
+	char addr[64];
+	int lfd = fake_listen(addr, sizeof addr);
+	pid_t rank = start_rank_fn(addr, "20", rank_requests);
+	int fd = admit(lfd, 0);
+	expect_msg(fd, 0, SMALL_LEN, CM_F_SYNC, 1);
+	expect_frame(fd, CM_T_RECV_REQ, 0);
+	expect_frame(fd, CM_T_CANCEL, 0);
+	send_frame(fd, CM_T_LOGGED, 0, 0, 0, 0, 0, 1, NULL, 0);
+	close(fd);
+
+	/* The message is logged; its SYNC_ACK and the CANCEL_ACK were lost. */
+	fd = admit(lfd, 1);
+	expect_msg(fd, 0, SMALL_LEN, CM_F_SYNC, 1); /* again, only for its SYNC_ACK */
+	expect_frame(fd, CM_T_RECV_REQ, 0);
+	expect_frame(fd, CM_T_CANCEL, 0);
+	send_frame(fd, CM_T_CANCEL_ACK, CM_F_CANCELLED, 0, 0, 0, 0, 0, NULL, 0);
+	send_frame(fd, CM_T_SYNC_ACK, 0, 1, 0, 1, 0, 0, NULL, 0);
+	uint8_t *p;
+	struct cm_header h = expect(fd, CM_T_PROBE, 1, &p);
+	free(p);
+	ck_assert_uint_eq(h.flags, CM_F_BLOCKING);
+	close(fd);
+
+	fd = admit(lfd, 1);
+	h = expect(fd, CM_T_PROBE, 1, &p); /* the receive is gone: cancelled */
+	free(p);
+	ck_assert_uint_eq(h.flags, CM_F_BLOCKING);
+	ck_assert_int_eq(h.src, 1);
+	ck_assert_int_eq(h.tag, 7);
+	uint8_t len[CM_PROBE_REPLY_PAYLOAD];
+	cm_put_u64(len, 5);
+	send_frame(fd, CM_T_PROBE_REPLY, CM_F_FOUND, 1, 0, 7, 0, 1, len, sizeof len);
+	expect_frame(fd, CM_T_TRIM, 2);
+	expect_frame(fd, CM_T_BYE, 0);
+	close(fd);
+
+	fd = admit(lfd, 1);
+	expect_frame(fd, CM_T_TRIM, 2);
+	say_bye(fd);
 	expect_rank_exit(rank, 0);
 	close(lfd);
 }
@@ -318,6 +466,8 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, reconnect_resends_and_reposts);
 	tcase_add_test(tc, reconnect_twice);
+	tcase_add_test(tc, partly_written_message_resent_whole);
+	tcase_add_test(tc, requests_reposted);
 	tcase_add_test(tc, off_by_default);
 	tcase_add_test(tc, gives_up_after_the_limit);
 	suite_add_tcase(s, tc);
