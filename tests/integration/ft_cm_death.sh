@@ -10,6 +10,8 @@
 # 8 MiB messages (programs/ft_suite big: above the cut-through size),
 # checkpointed rings of 64 KiB and 2 MiB messages with MPI_Test polling
 # (programs/ckpt_kill), and NPcm, which checks every byte it receives.
+# CM_DEATH_CASES="master big ..." keeps only those cases (master,
+# stencil_with_rank, stencil_during_replay, big, ck64, ck2m, npcm).
 here=$(dirname "$0")
 . "$here/lib.sh"
 . "$here/ft_lib.sh"
@@ -43,28 +45,32 @@ cm_same() {
 	fi
 }
 
+wanted() {
+	[ -z "${CM_DEATH_CASES:-}" ] || [[ " $CM_DEATH_CASES " == *" $1 "* ]]
+}
+
 scenarios() {
 	local m=${CHANMEM_TEST_MODE:-mono}
-	CM_DEATH_SLEEP_MS=2 cm_same "cmd_master_$m" cmd_ref_master 2 \
+	wanted master && CM_DEATH_SLEEP_MS=2 cm_same "cmd_master_$m" cmd_ref_master 2 \
 		--kill-cm-at 0:0.6s --kill-cm-at 1:1.2s -- cm_death master 1500
 	# A CM and a rank it is home to, at once; then a CM while a killed rank
 	# is being replayed from it.
-	CM_DEATH_SLEEP_MS=3 cm_same "cmd_stencil_with_rank_$m" cmd_ref_stencil 1 \
+	wanted stencil_with_rank && CM_DEATH_SLEEP_MS=3 cm_same "cmd_stencil_with_rank_$m" cmd_ref_stencil 1 \
 		--kill-at 1:0.8s --kill-cm-at 1:0.8s -- cm_death stencil 500
-	CM_DEATH_SLEEP_MS=3 cm_same "cmd_stencil_during_replay_$m" cmd_ref_stencil 2 \
+	wanted stencil_during_replay && CM_DEATH_SLEEP_MS=3 cm_same "cmd_stencil_during_replay_$m" cmd_ref_stencil 2 \
 		--kill-at 0:0.8s --kill-cm-at 0:0.85s --kill-cm-at 1:0.9s -- cm_death stencil 500
-	FT_SLEEP_MS=50 cm_same "cmd_big_$m" cmd_ref_big 2 \
+	wanted big && FT_SLEEP_MS=50 cm_same "cmd_big_$m" cmd_ref_big 2 \
 		--kill-cm-at 0:0.3s --kill-cm-at 1:0.7s -- ft_suite big 10
-	cm_same "cmd_ck64_$m" cmd_ref_ck64 2 --ckpt-dir "$itest_work/ck64_$m" \
+	wanted ck64 && cm_same "cmd_ck64_$m" cmd_ref_ck64 2 --ckpt-dir "$itest_work/ck64_$m" \
 		--ckpt-every 0.15s --kill-every 0.35s --kill-count 2 --kill-cm-every 0.3s \
 		--seed 11 -- "${CK64[@]}"
-	cm_same "cmd_ck2m_$m" cmd_ref_ck2m 2 --ckpt-dir "$itest_work/ck2m_$m" \
+	wanted ck2m && cm_same "cmd_ck2m_$m" cmd_ref_ck2m 2 --ckpt-dir "$itest_work/ck2m_$m" \
 		--ckpt-every 0.15s --kill-every 0.35s --kill-count 2 --kill-cm-every 0.3s \
 		--seed 5 -- "${CK2M[@]}"
 
 	local name="cmd_npcm_$m"
 	local npcm=${NPCM:-$(dirname "$CMRUN")/../netpipe/NPcm}
-	if ! itest_selected "$name"; then
+	if ! wanted npcm || ! itest_selected "$name"; then
 		:
 	elif [ ! -x "$npcm" ]; then
 		itest_log "SKIP: $name: NPcm not built ($npcm)"
