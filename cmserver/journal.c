@@ -7,10 +7,11 @@
  *   u64 session id | u64 extent | [32-byte frame header: FRAME, MSG] | data
  *
  * all little-endian. FILE.data holds the extents of large payloads, each
- * a whole number of pages, written with direct I/O straight from the
- * page-aligned log buffers (no copy into the page cache, and no dirty
- * pages for the kernel to throttle a long run on); a record says how much
- * of an extent is valid only after those bytes are written.
+ * a whole number of pages, written straight from the page-aligned log
+ * buffers, with direct I/O when a write is large (no copy into the page
+ * cache, and no dirty pages for the kernel to throttle a long run on); a
+ * record says how much of an extent is valid only after those bytes are
+ * written.
  *
  * Small records collect in a buffer that is written before any output
  * leaves the CM (cm_journal_flush); one with more data is written at once,
@@ -45,6 +46,14 @@
 #define PAGE CM_JOURNAL_PAGE
 #define BUF_SIZE (256u * 1024)
 #define INLINE_MAX (8u * 1024) /* larger data is written straight from the caller */
+/* Extent writes this large go around the page cache. A direct write waits
+ * for the disk (about 170 us for 64 KiB here), too long for a message a
+ * rank waits on; a buffered one is a copy, until a long run's dirty pages
+ * make the kernel throttle the writer down to the disk's buffered rate
+ * (390 MB/s after 3 GB, against 1.1-1.9 GB/s direct). NPcm through a
+ * journaled CM, mono, same run: 64 KiB 5.3-6.9 Gbit/s with this split
+ * against 1.5-1.7 all direct; 8 MiB 3.8-8.4 against 1.0-1.5 all buffered. */
+#define DIRECT_MIN (256u * 1024)
 
 struct cm_journal {
 	int fd;
@@ -141,8 +150,8 @@ static void write_extent(void *ctx, uint64_t extent, const uint8_t *base, uint32
 	uint64_t end = ((uint64_t)to + PAGE - 1) & ~(uint64_t)(PAGE - 1);
 	const uint8_t *p = base + from;
 	uint64_t off = extent + from, left = end - from;
-	bool direct =
-	    j->data_direct >= 0 && ((uintptr_t)p & (PAGE - 1)) == 0 && (off & (PAGE - 1)) == 0;
+	bool direct = j->data_direct >= 0 && ((uintptr_t)p & (PAGE - 1)) == 0 &&
+	              (off & (PAGE - 1)) == 0 && left >= DIRECT_MIN;
 	while (left > 0) {
 		ssize_t w = pwrite(direct ? j->data_direct : j->data_buffered, p,
 		                   left > (1u << 30) ? (1u << 30) : (size_t)left, (off_t)off);
