@@ -303,8 +303,14 @@ static int cmt_irecv(struct cm_transport *t, struct cm_req *req)
 		cm_err("rank %d: out of memory", s->rank);
 		return -1;
 	}
-	if (cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, s->myhome), CM_T_RECV_REQ, 0, req->peer,
-	                                 s->rank, req->tag, req->ctx, req->id, NULL, 0)) < 0)
+	if (cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, s->myhome),
+	                                 &(struct cm_header){.type = CM_T_RECV_REQ,
+	                                                     .src = req->peer,
+	                                                     .dst = s->rank,
+	                                                     .tag = req->tag,
+	                                                     .ctx = req->ctx,
+	                                                     .clock = req->id},
+	                                 NULL, 0)) < 0)
 		return -1;
 	cmt_coalesce_written(s, s->myhome);
 	return 0;
@@ -322,8 +328,15 @@ static int cmt_probe(struct cm_transport *t, int src, int tag, uint32_t ctx, int
 	s->probe_tag = tag;
 	s->probe_ctx = ctx;
 	s->probe_flags = blocking ? CM_F_BLOCKING : 0;
-	if (cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, s->myhome), CM_T_PROBE, s->probe_flags, src,
-	                                 s->rank, tag, ctx, s->probe_id, NULL, 0)) < 0)
+	if (cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, s->myhome),
+	                                 &(struct cm_header){.type = CM_T_PROBE,
+	                                                     .flags = s->probe_flags,
+	                                                     .src = src,
+	                                                     .dst = s->rank,
+	                                                     .tag = tag,
+	                                                     .ctx = ctx,
+	                                                     .clock = s->probe_id},
+	                                 NULL, 0)) < 0)
 		return -1;
 	while (s->probe_waiting)
 		if (cmt_progress(t, -1) < 0)
@@ -348,8 +361,12 @@ static int cmt_cancel(struct cm_transport *t, struct cm_req *req, int *cancelled
 		return -1;
 	s->cancel_id = req->id;
 	s->cancel_waiting = 1;
-	if (cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, s->myhome), CM_T_CANCEL, 0, s->rank, s->rank,
-	                                 0, 0, req->id, NULL, 0)) < 0)
+	if (cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, s->myhome),
+	                                 &(struct cm_header){.type = CM_T_CANCEL,
+	                                                     .src = s->rank,
+	                                                     .dst = s->rank,
+	                                                     .clock = req->id},
+	                                 NULL, 0)) < 0)
 		return -1;
 	while (s->cancel_waiting)
 		if (cmt_progress(t, -1) < 0)
@@ -535,8 +552,11 @@ static int cmt_finalize(struct cm_transport *t)
 	if (rc == 0) {
 		s->saying_bye = 1;
 		for (int i = 0; i < s->ncms && rc == 0; i++)
-			rc = cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, i), CM_T_BYE, 0, s->rank,
-			                                  s->rank, 0, 0, 0, NULL, 0));
+			rc = cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, i),
+			                                  &(struct cm_header){.type = CM_T_BYE,
+			                                                      .src = s->rank,
+			                                                      .dst = s->rank},
+			                                  NULL, 0));
 		if (rc == 0)
 			rc = cm_wait_until(t, s->rank, all_byes_acked,
 			                   BYE_TIMEOUT_MS + (int)s->reconnect_ms, "no BYE_ACK");
