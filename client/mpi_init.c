@@ -1,6 +1,8 @@
 /* Environment management: MPI_Init/MPI_Finalize, transport selection,
- * the progress hook every waiting call goes through, timers, versions,
- * and the chanmem.h extras. */
+ * timers, versions, and the chanmem.h extras. The top of the MPI layer:
+ * it calls down into requests, collectives and the transport; the
+ * progress hook every waiting call goes through is in mpi_request.c, so
+ * nothing below calls up into this file. */
 #include "config.h"
 
 #include <limits.h>
@@ -14,32 +16,11 @@
 #include "ckpt_app.h"
 #include "heartbeat.h"
 #include "jobenv.h"
-#include "mpi_coll_nb.h"
 #include "mpi_internal.h"
 #include "stdin_log.h"
 #include "units.h"
 
 struct cm_mpi_state cm_mpi = {.world_rank = -1, .job = {.listen_fd = -1}};
-
-int cm_mpi_progress(int timeout_ms)
-{
-	/* Non-blocking collectives go on from the program's flow only: a
-	 * coroutine never resumes another. One that went on may have made
-	 * more work possible at once: no blocking then. */
-	int nbc = !cm_nbc_inside() && cm_nbc_pending();
-	if (nbc) {
-		int resumed = cm_mpi_nd_nbc_point(0);
-		if (resumed < 0)
-			return -1;
-		if (resumed > 0)
-			timeout_ms = 0;
-	}
-	int rc = cm_mpi.transport.progress(&cm_mpi.transport, timeout_ms);
-	cm_mpi_req_reap_detached();
-	if (rc == 0 && nbc && cm_mpi_nd_nbc_point(0) < 0)
-		return -1;
-	return rc;
-}
 
 /* Fills cm_mpi.transport for the name the job environment gave. */
 static int select_transport(const char *name)

@@ -86,7 +86,7 @@ extern struct cm_mpi_state cm_mpi CM_HIDDEN;
 	} while (0)
 CM_HIDDEN void cm_mpi_not_initialized(const char *func) __attribute__((noreturn));
 
-/* One call into the transport's progress engine (timeout_ms as in
+/* mpi_request.c: one call into the transport's progress engine (timeout_ms as in
  * transport.h), then releases freed requests that completed. 0 or -1. */
 CM_HIDDEN int cm_mpi_progress(int timeout_ms);
 
