@@ -317,3 +317,33 @@ int cmt_reconnect_resume(struct cm_conn *c)
 	        s->rank, c->name, (unsigned long long)c->ack_clock, msgs);
 	return cm_conn_release(c);
 }
+
+/* A CM connection that ended is fatal, unless it ended after our BYE was
+ * acknowledged or it can be re-established. */
+void cmt_check_lost(struct cmt *s)
+{
+	for (int i = 0; i < s->ncms; i++) {
+		struct cm_conn *c = s->cms[i];
+		if (c == NULL || cm_conn_alive(c) || s->bye_acked[i])
+			continue;
+		if (!s->dead && cmt_reconnect_start(s, i) == 0)
+			continue;
+		if (!s->dead)
+			cm_err("rank %d: lost connection to %s", s->rank, c->name);
+		s->dead = 1;
+	}
+}
+
+int cmt_sent(struct cmt *s, int rc)
+{
+	if (rc < 0)
+		cmt_check_lost(s);
+	return rc < 0 && (s->dead || s->reconnect_ms == 0) ? -1 : 0;
+}
+
+struct cm_conn *cmt_conn(struct cmt *s, int cm)
+{
+	if (!cm_conn_alive(s->cms[cm]))
+		cmt_check_lost(s);
+	return s->cms[cm];
+}
