@@ -136,33 +136,6 @@ int MPI_Finalize(void)
 	return cm_mpi_raise(world, rc, "MPI_Finalize");
 }
 
-/* Tells cmrun (through the inherited control pipe) that this exit is an
- * abort with that code, before any peer can notice this rank is gone. */
-static void report_abort_to_cmrun(int rank, int status)
-{
-	long fd;
-	const char *text = getenv(CM_ENV_CONTROL_FD);
-	if (text == NULL || rank < 0 || cm_parse_long(text, 0, INT_MAX, &fd) < 0)
-		return;
-	char line[64];
-	int len = snprintf(line, sizeof line, "abort %d %d\n", rank, status);
-	ssize_t unused = write((int)fd, line, (size_t)len); /* one write: atomic on a pipe */
-	(void)unused;
-}
-
-int MPI_Abort(MPI_Comm comm, int errorcode)
-{
-	(void)comm; /* every rank of the job goes down: cmrun tears the job down */
-	int status = errorcode >= 1 && errorcode <= 255 ? errorcode : 1;
-	fflush(stdout);
-	if (cm_mpi.world_rank >= 0)
-		fprintf(stderr, "chanmem: rank %d: MPI_Abort(%d)\n", cm_mpi.world_rank, errorcode);
-	else
-		fprintf(stderr, "chanmem: rank ?: MPI_Abort(%d)\n", errorcode);
-	report_abort_to_cmrun(cm_mpi.world_rank, status);
-	cm_mpi_exit(status);
-}
-
 int MPI_Query_thread(int *provided)
 {
 	CM_MPI_REQUIRE_INIT("MPI_Query_thread");
@@ -251,9 +224,7 @@ double MPI_Wtime(void)
 	int replayed = 0;
 	if (cm_mpi.transport.event(&cm_mpi.transport, CM_EV_WTIME, wire, sizeof wire, &replayed) <
 	    0) {
-		fprintf(stderr, "chanmem: rank %d: MPI_Wtime: cannot log or replay the value\n",
-		        cm_mpi.world_rank);
-		exit(1);
+		cm_mpi_fatal("MPI_Wtime", "cannot log or replay the value");
 	}
 	if (replayed) {
 		bits = cm_get_u64(wire);
