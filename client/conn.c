@@ -319,7 +319,7 @@ static int retain_policy(struct cm_conn *c, struct cm_header *h, size_t len, str
 	}
 	if (req == NULL || len < CM_RETAIN_ACK_SIZE)
 		return 0;
-	req->t_off |= CM_SEND_WAIT_LOGGED;
+	req->t_wait |= CM_SEND_WAIT_LOGGED;
 	return 1;
 }
 
@@ -380,17 +380,11 @@ static int queue_copy(struct cm_conn *c, struct cm_header *h, const void *payloa
 	return 0;
 }
 
-static int queue_ctl(struct cm_conn *c, uint8_t type, uint16_t flags, int src, int dst, int tag,
-                     uint32_t ctx, uint64_t clock, const void *payload, size_t len)
+/* The caller's header stays untouched: queue_copy fills in version and len. */
+static int queue_ctl(struct cm_conn *c, const struct cm_header *h, const void *payload, size_t len)
 {
-	struct cm_header h = {.type = type,
-	                      .flags = flags,
-	                      .src = src,
-	                      .dst = dst,
-	                      .tag = tag,
-	                      .ctx = ctx,
-	                      .clock = clock};
-	return queue_copy(c, &h, payload, len);
+	struct cm_header copy = *h;
+	return queue_copy(c, &copy, payload, len);
 }
 
 int cm_conn_queue(struct cm_conn *c, struct cm_header *h, const void *payload, size_t len)
@@ -400,20 +394,18 @@ int cm_conn_queue(struct cm_conn *c, struct cm_header *h, const void *payload, s
 	return queue_copy(c, h, payload, len);
 }
 
-int cm_conn_send_ctl(struct cm_conn *c, uint8_t type, uint16_t flags, int src, int dst, int tag,
-                     uint32_t ctx, uint64_t clock, const void *payload, size_t len)
+int cm_conn_send_ctl(struct cm_conn *c, const struct cm_header *h, const void *payload, size_t len)
 {
-	if (queue_ctl(c, type, flags, src, dst, tag, ctx, clock, payload, len) < 0)
+	if (queue_ctl(c, h, payload, len) < 0)
 		return -1;
 	if (!c->wblocked)
 		return cm_conn_flush(c);
 	return 0;
 }
 
-int cm_conn_queue_ctl(struct cm_conn *c, uint8_t type, uint16_t flags, int src, int dst, int tag,
-                      uint32_t ctx, uint64_t clock, const void *payload, size_t len)
+int cm_conn_queue_ctl(struct cm_conn *c, const struct cm_header *h, const void *payload, size_t len)
 {
-	return queue_ctl(c, type, flags, src, dst, tag, ctx, clock, payload, len);
+	return queue_ctl(c, h, payload, len);
 }
 
 int cm_conn_send_hello(struct cm_conn *c, uint16_t flags, int src, int dst, unsigned incarnation,
@@ -424,7 +416,9 @@ int cm_conn_send_hello(struct cm_conn *c, uint16_t flags, int src, int dst, unsi
 	memcpy(hello.secret, secret, CM_SECRET_LEN);
 	uint8_t payload[CM_HELLO_PAYLOAD];
 	cm_hello_encode(&hello, payload);
-	return cm_conn_send_ctl(c, CM_T_HELLO, flags, src, dst, 0, 0, 0, payload, sizeof payload);
+	return cm_conn_send_ctl(
+	    c, &(struct cm_header){.type = CM_T_HELLO, .flags = flags, .src = src, .dst = dst},
+	    payload, sizeof payload);
 }
 
 int cm_conn_refuse(struct cm_conn *c, enum cm_err code, const char *fmt, ...)
@@ -435,7 +429,8 @@ int cm_conn_refuse(struct cm_conn *c, enum cm_err code, const char *fmt, ...)
 	vsnprintf(text, sizeof text, fmt, ap);
 	va_end(ap);
 	if (cm_conn_alive(c) && !c->shut) {
-		cm_conn_send_ctl(c, CM_T_ERROR, 0, 0, 0, (int)code, 0, 0, text, strlen(text));
+		cm_conn_send_ctl(c, &(struct cm_header){.type = CM_T_ERROR, .tag = (int)code}, text,
+		                 strlen(text));
 		cm_conn_flush(c);
 		/* FIN after the ERROR frame, so the peer can read it. */
 		shutdown(c->fd, SHUT_WR);

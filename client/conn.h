@@ -39,7 +39,7 @@
 /* Sends up to this size may be copied into the queue to complete at once. */
 #define CM_COPY_LIMIT (16u * 1024u)
 
-/* Send completion conditions kept in req->t_off while a send is in flight;
+/* Send completion conditions kept in req->t_wait while a send is in flight;
  * the send is done once none is left. */
 #define CM_SEND_WAIT_WRITE 1u  /* frame not yet fully handed to the kernel */
 #define CM_SEND_WAIT_ACK 2u    /* synchronous send not yet matched */
@@ -57,8 +57,8 @@
 
 static inline void cm_send_settle(struct cm_req *req, unsigned condition)
 {
-	req->t_off &= ~(size_t)condition;
-	if (req->t_off == 0)
+	req->t_wait &= ~condition;
+	if (req->t_wait == 0)
 		req->done = 1; /* last touch: the MPI layer owns req from here */
 }
 
@@ -169,13 +169,14 @@ void cm_conn_free(struct cm_conn *c);
  * connection failed; printed). */
 int cm_conn_send(struct cm_conn *c, struct cm_header *h, const void *payload, size_t len,
                  struct cm_req *req, int copy_ok);
-/* Header-only or small control frame, always copied. */
-int cm_conn_send_ctl(struct cm_conn *c, uint8_t type, uint16_t flags, int src, int dst, int tag,
-                     uint32_t ctx, uint64_t clock, const void *payload, size_t len);
+/* Header-only or small control frame, always copied. Callers name the
+ * fields they set (designated initializers); version and len are filled in
+ * here, everything unnamed is 0. */
+int cm_conn_send_ctl(struct cm_conn *c, const struct cm_header *h, const void *payload, size_t len);
 /* The same, but only queued: the next send or flush writes it together
  * with what follows (one system call for a batch of small frames). */
-int cm_conn_queue_ctl(struct cm_conn *c, uint8_t type, uint16_t flags, int src, int dst, int tag,
-                      uint32_t ctx, uint64_t clock, const void *payload, size_t len);
+int cm_conn_queue_ctl(struct cm_conn *c, const struct cm_header *h, const void *payload,
+                      size_t len);
 /* Queues a frame of at most CM_COPY_LIMIT payload bytes, copied: the
  * caller's buffer is free at once; the next send or flush writes it. */
 int cm_conn_queue(struct cm_conn *c, struct cm_header *h, const void *payload, size_t len);

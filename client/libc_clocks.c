@@ -18,8 +18,6 @@
 #include <config.h>
 
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <sys/time.h>
 #include <time.h>
 
@@ -60,9 +58,7 @@ static int64_t logged_realtime_ns(const char *what)
 	int replayed = 0;
 	if (cm_mpi.transport.event(&cm_mpi.transport, CM_EV_REALTIME, wire, sizeof wire,
 	                           &replayed) < 0) {
-		fprintf(stderr, "chanmem: rank %d: %s: cannot log or replay the clock value\n",
-		        cm_mpi.world_rank, what);
-		exit(1);
+		cm_mpi_fatal(what, "cannot log or replay the clock value");
 	}
 	if (replayed)
 		now = (int64_t)cm_get_u64(wire);

@@ -1,5 +1,6 @@
-/* Buffered sends (MPI_Bsend, MPI_Ibsend through cm_mpi_bsend_start) and
- * the buffer the program attaches for them. */
+/* Buffered sends (MPI_Bsend, MPI_Ibsend, and persistent ones through
+ * cm_mpi_bsend_start) and the buffer the program attaches for them. Above
+ * mpi_pt2pt.c: a buffered send is a plain send from the attached buffer. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,5 +162,42 @@ int MPI_Buffer_detach(void *buffer_addr, int *size)
 	attached_buffer = NULL;
 	attached_size = 0;
 	buffer_is_attached = 0;
+	return MPI_SUCCESS;
+}
+
+int MPI_Bsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)
+{
+	struct cm_mpi_comm *c = NULL;
+	const struct cm_mpi_datatype *t;
+	CM_MPI_REQUIRE_INIT("MPI_Bsend");
+	int rc = cm_mpi_check_send(comm, buf, count, datatype, dest, tag, &c, &t);
+	if (!rc)
+		rc = cm_mpi_bsend_start(c, buf, count, t, dest, tag);
+	return rc ? cm_mpi_raise(c, rc, "MPI_Bsend") : MPI_SUCCESS;
+}
+
+/* Complete at once: the data is in the attached buffer when it returns. */
+int MPI_Ibsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+               MPI_Request *request)
+{
+	struct cm_mpi_comm *c = NULL;
+	const struct cm_mpi_datatype *t;
+	struct cm_mpi_request *r = NULL;
+	CM_MPI_REQUIRE_INIT("MPI_Ibsend");
+	int rc = cm_mpi_check_send(comm, buf, count, datatype, dest, tag, &c, &t);
+	if (!rc && !request)
+		rc = MPI_ERR_ARG;
+	if (!rc && !(r = cm_mpi_req_alloc(c)))
+		rc = MPI_ERR_NO_MEM;
+	if (!rc) {
+		rc = cm_mpi_bsend_start(c, buf, count, t, dest, tag);
+		if (rc)
+			cm_mpi_req_release(r);
+	}
+	if (rc)
+		return cm_mpi_raise(c, rc, "MPI_Ibsend");
+	cm_mpi_status_empty(&r->status);
+	r->state = CM_RQ_COMPLETE;
+	*request = r->handle;
 	return MPI_SUCCESS;
 }

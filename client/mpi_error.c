@@ -1,10 +1,14 @@
 /* Error classes, their strings, and the per-communicator error handlers. */
+#include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "jobenv.h"
 #include "mpi_internal.h"
+#include "units.h"
 
 static const char *const error_strings[MPI_ERR_LASTCODE + 1] = {
     [MPI_SUCCESS] = "MPI_SUCCESS: no errors",
@@ -95,6 +99,46 @@ void cm_mpi_not_initialized(const char *func)
 	fprintf(stderr, "%s: MPI_ERR_OTHER: called %s\n", func,
 	        cm_mpi.finalized ? "after MPI_Finalize" : "before MPI_Init");
 	cm_mpi_exit(1);
+}
+
+void cm_mpi_fatal(const char *func, const char *fmt, ...)
+{
+	char why[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof why, fmt, ap);
+	va_end(ap);
+	fflush(stdout);
+	print_rank_prefix();
+	fprintf(stderr, "%s: %s\n", func, why);
+	cm_mpi_exit(1);
+}
+
+/* Tells cmrun (through the inherited control pipe) that this exit is an
+ * abort with that code, before any peer can notice this rank is gone. */
+static void report_abort_to_cmrun(int rank, int status)
+{
+	long fd;
+	const char *text = getenv(CM_ENV_CONTROL_FD);
+	if (text == NULL || rank < 0 || cm_parse_long(text, 0, INT_MAX, &fd) < 0)
+		return;
+	char line[64];
+	int len = snprintf(line, sizeof line, "abort %d %d\n", rank, status);
+	ssize_t unused = write((int)fd, line, (size_t)len); /* one write: atomic on a pipe */
+	(void)unused;
+}
+
+int MPI_Abort(MPI_Comm comm, int errorcode)
+{
+	(void)comm; /* every rank of the job goes down: cmrun tears the job down */
+	int status = errorcode >= 1 && errorcode <= 255 ? errorcode : 1;
+	fflush(stdout);
+	if (cm_mpi.world_rank >= 0)
+		fprintf(stderr, "chanmem: rank %d: MPI_Abort(%d)\n", cm_mpi.world_rank, errorcode);
+	else
+		fprintf(stderr, "chanmem: rank ?: MPI_Abort(%d)\n", errorcode);
+	report_abort_to_cmrun(cm_mpi.world_rank, status);
+	cm_mpi_exit(status);
 }
 
 int cm_mpi_raise(struct cm_mpi_comm *c, int code, const char *func)

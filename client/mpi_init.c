@@ -1,6 +1,8 @@
 /* Environment management: MPI_Init/MPI_Finalize, transport selection,
- * the progress hook every waiting call goes through, timers, versions,
- * and the chanmem.h extras. */
+ * timers, versions, and the chanmem.h extras. The top of the MPI layer:
+ * it calls down into requests, collectives and the transport; the
+ * progress hook every waiting call goes through is in mpi_request.c, so
+ * nothing below calls up into this file. */
 #include "config.h"
 
 #include <limits.h>
@@ -14,32 +16,11 @@
 #include "ckpt_app.h"
 #include "heartbeat.h"
 #include "jobenv.h"
-#include "mpi_coll_nb.h"
 #include "mpi_internal.h"
 #include "stdin_log.h"
 #include "units.h"
 
 struct cm_mpi_state cm_mpi = {.world_rank = -1, .job = {.listen_fd = -1}};
-
-int cm_mpi_progress(int timeout_ms)
-{
-	/* Non-blocking collectives go on from the program's flow only: a
-	 * coroutine never resumes another. One that went on may have made
-	 * more work possible at once: no blocking then. */
-	int nbc = !cm_nbc_inside() && cm_nbc_pending();
-	if (nbc) {
-		int resumed = cm_mpi_nd_nbc_point(0);
-		if (resumed < 0)
-			return -1;
-		if (resumed > 0)
-			timeout_ms = 0;
-	}
-	int rc = cm_mpi.transport.progress(&cm_mpi.transport, timeout_ms);
-	cm_mpi_req_reap_detached();
-	if (rc == 0 && nbc && cm_mpi_nd_nbc_point(0) < 0)
-		return -1;
-	return rc;
-}
 
 /* Fills cm_mpi.transport for the name the job environment gave. */
 static int select_transport(const char *name)
@@ -155,33 +136,6 @@ int MPI_Finalize(void)
 	return cm_mpi_raise(world, rc, "MPI_Finalize");
 }
 
-/* Tells cmrun (through the inherited control pipe) that this exit is an
- * abort with that code, before any peer can notice this rank is gone. */
-static void report_abort_to_cmrun(int rank, int status)
-{
-	long fd;
-	const char *text = getenv(CM_ENV_CONTROL_FD);
-	if (text == NULL || rank < 0 || cm_parse_long(text, 0, INT_MAX, &fd) < 0)
-		return;
-	char line[64];
-	int len = snprintf(line, sizeof line, "abort %d %d\n", rank, status);
-	ssize_t unused = write((int)fd, line, (size_t)len); /* one write: atomic on a pipe */
-	(void)unused;
-}
-
-int MPI_Abort(MPI_Comm comm, int errorcode)
-{
-	(void)comm; /* every rank of the job goes down: cmrun tears the job down */
-	int status = errorcode >= 1 && errorcode <= 255 ? errorcode : 1;
-	fflush(stdout);
-	if (cm_mpi.world_rank >= 0)
-		fprintf(stderr, "chanmem: rank %d: MPI_Abort(%d)\n", cm_mpi.world_rank, errorcode);
-	else
-		fprintf(stderr, "chanmem: rank ?: MPI_Abort(%d)\n", errorcode);
-	report_abort_to_cmrun(cm_mpi.world_rank, status);
-	cm_mpi_exit(status);
-}
-
 int MPI_Query_thread(int *provided)
 {
 	CM_MPI_REQUIRE_INIT("MPI_Query_thread");
@@ -270,9 +224,7 @@ double MPI_Wtime(void)
 	int replayed = 0;
 	if (cm_mpi.transport.event(&cm_mpi.transport, CM_EV_WTIME, wire, sizeof wire, &replayed) <
 	    0) {
-		fprintf(stderr, "chanmem: rank %d: MPI_Wtime: cannot log or replay the value\n",
-		        cm_mpi.world_rank);
-		exit(1);
+		cm_mpi_fatal("MPI_Wtime", "cannot log or replay the value");
 	}
 	if (replayed) {
 		bits = cm_get_u64(wire);

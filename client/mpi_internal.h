@@ -86,7 +86,7 @@ extern struct cm_mpi_state cm_mpi CM_HIDDEN;
 	} while (0)
 CM_HIDDEN void cm_mpi_not_initialized(const char *func) __attribute__((noreturn));
 
-/* One call into the transport's progress engine (timeout_ms as in
+/* mpi_request.c: one call into the transport's progress engine (timeout_ms as in
  * transport.h), then releases freed requests that completed. 0 or -1. */
 CM_HIDDEN int cm_mpi_progress(int timeout_ms);
 
@@ -220,6 +220,11 @@ CM_HIDDEN int cm_mpi_errhandler_valid(MPI_Errhandler eh);
 /* Flushes stdio and ends the process at once (no atexit handlers: the
  * transport may be mid-operation). */
 CM_HIDDEN void cm_mpi_exit(int status) __attribute__((noreturn));
+/* A fatal error outside any communicator's error handler (the transport
+ * cannot log or replay a value the rank must act on): "chanmem: rank N:
+ * func: why" on stderr, then cm_mpi_exit(1). Never returns. */
+CM_HIDDEN void cm_mpi_fatal(const char *func, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 2, 3)));
 
 /* ---- datatypes (mpi_datatype.c, constructors in mpi_type_create.c) ---- */
 

@@ -225,17 +225,6 @@ int MPI_Rsend(const void *buf, int count, MPI_Datatype datatype, int dest, int t
 	return send_blocking(buf, count, datatype, dest, tag, comm, 0, "MPI_Rsend");
 }
 
-int MPI_Bsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)
-{
-	struct cm_mpi_comm *c = NULL;
-	const struct cm_mpi_datatype *t;
-	CM_MPI_REQUIRE_INIT("MPI_Bsend");
-	int rc = cm_mpi_check_send(comm, buf, count, datatype, dest, tag, &c, &t);
-	if (!rc)
-		rc = cm_mpi_bsend_start(c, buf, count, t, dest, tag);
-	return rc ? cm_mpi_raise(c, rc, "MPI_Bsend") : MPI_SUCCESS;
-}
-
 static int send_nonblocking(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
                             MPI_Comm comm, int sync, MPI_Request *request, const char *func)
 {
@@ -270,32 +259,6 @@ int MPI_Irsend(const void *buf, int count, MPI_Datatype datatype, int dest, int 
                MPI_Request *request)
 {
 	return send_nonblocking(buf, count, datatype, dest, tag, comm, 0, request, "MPI_Irsend");
-}
-
-/* Complete at once: the data is in the attached buffer when it returns. */
-int MPI_Ibsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
-               MPI_Request *request)
-{
-	struct cm_mpi_comm *c = NULL;
-	const struct cm_mpi_datatype *t;
-	struct cm_mpi_request *r = NULL;
-	CM_MPI_REQUIRE_INIT("MPI_Ibsend");
-	int rc = cm_mpi_check_send(comm, buf, count, datatype, dest, tag, &c, &t);
-	if (!rc && !request)
-		rc = MPI_ERR_ARG;
-	if (!rc && !(r = cm_mpi_req_alloc(c)))
-		rc = MPI_ERR_NO_MEM;
-	if (!rc) {
-		rc = cm_mpi_bsend_start(c, buf, count, t, dest, tag);
-		if (rc)
-			cm_mpi_req_release(r);
-	}
-	if (rc)
-		return cm_mpi_raise(c, rc, "MPI_Ibsend");
-	cm_mpi_status_empty(&r->status);
-	r->state = CM_RQ_COMPLETE;
-	*request = r->handle;
-	return MPI_SUCCESS;
 }
 
 /* ---- receives ---- */

@@ -1,6 +1,7 @@
-/* Requests: the handle table and the completion calls whose outcome does not
- * depend on timing (MPI_Wait, MPI_Waitall, MPI_Request_free); the Test
- * family, Waitany and Waitsome are in mpi_test.c.
+/* Requests: the handle table, the progress hook every waiting call goes
+ * through, and the completion calls whose outcome does not depend on timing
+ * (MPI_Wait, MPI_Waitall, MPI_Request_free); the Test family, Waitany and
+ * Waitsome are in mpi_test.c.
  *
  * A request object is allocated once and never moves (the transport links
  * its struct cm_req into its queues); the table maps handle indexes to
@@ -185,6 +186,26 @@ void cm_mpi_req_reap_detached(void)
 			link = &r->next_detached;
 		}
 	}
+}
+
+int cm_mpi_progress(int timeout_ms)
+{
+	/* Non-blocking collectives go on from the program's flow only: a
+	 * coroutine never resumes another. One that went on may have made
+	 * more work possible at once: no blocking then. */
+	int nbc = !cm_nbc_inside() && cm_nbc_pending();
+	if (nbc) {
+		int resumed = cm_mpi_nd_nbc_point(0);
+		if (resumed < 0)
+			return -1;
+		if (resumed > 0)
+			timeout_ms = 0;
+	}
+	int rc = cm_mpi.transport.progress(&cm_mpi.transport, timeout_ms);
+	cm_mpi_req_reap_detached();
+	if (rc == 0 && nbc && cm_mpi_nd_nbc_point(0) < 0)
+		return -1;
+	return rc;
 }
 
 void cm_mpi_req_shutdown(void)

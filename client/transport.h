@@ -45,7 +45,11 @@ struct cm_req {
 
 	/* Transport-private bookkeeping. */
 	struct cm_req *t_next;
-	size_t t_off;
+	unsigned t_wait; /* send: CM_SEND_WAIT_* conditions still pending (conn.h) */
+	/* repl recv, on a non-master replica: matching waits, because this is an
+	 * MPI_ANY_SOURCE receive whose source the master has not chosen yet, or
+	 * a receive posted after one such that could take the same messages. */
+	int t_deferred;
 	void *t_priv;
 };
 

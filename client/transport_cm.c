@@ -178,92 +178,6 @@ static const struct cm_conn_ops cm_ops = {.on_hello = on_hello,
                                           .on_ready = cmt_reconnect_resume,
                                           .on_sent = on_sent};
 
-/* A CM connection that ended is fatal, unless it ended after our BYE was
- * acknowledged or it can be re-established. */
-void cmt_check_lost(struct cmt *s)
-{
-	for (int i = 0; i < s->ncms; i++) {
-		struct cm_conn *c = s->cms[i];
-		if (c == NULL || cm_conn_alive(c) || s->bye_acked[i])
-			continue;
-		if (!s->dead && cmt_reconnect_start(s, i) == 0)
-			continue;
-		if (!s->dead)
-			cm_err("rank %d: lost connection to %s", s->rank, c->name);
-		s->dead = 1;
-	}
-}
-
-int cmt_sent(struct cmt *s, int rc)
-{
-	if (rc < 0)
-		cmt_check_lost(s);
-	return rc < 0 && (s->dead || s->reconnect_ms == 0) ? -1 : 0;
-}
-
-struct cm_conn *cmt_conn(struct cmt *s, int cm)
-{
-	if (!cm_conn_alive(s->cms[cm]))
-		cmt_check_lost(s);
-	return s->cms[cm];
-}
-
-int cmt_progress(struct cm_transport *t, int timeout_ms)
-{
-	struct cmt *s = t->state;
-	if (s->dead)
-		return -1;
-	if (s->co.deferred && cmt_sent(s, cmt_coalesce_flush(s)) < 0)
-		return -1;
-	int retry_ms = cmt_reconnect_poll(s);
-	if (s->dead)
-		return -1;
-	if (retry_ms >= 0 && (timeout_ms < 0 || retry_ms < timeout_ms))
-		timeout_ms = retry_ms;
-	if (timeout_ms < 0 && s->ncms == 1 && cm_conn_alive(s->cms[0]) &&
-	    !cm_conn_pending_output(s->cms[0])) {
-		/* One CM and nothing to write: sleep in the read itself. */
-		cm_conn_read_wait(s->cms[0]);
-		cmt_check_lost(s);
-		return s->dead ? -1 : 0;
-	}
-	int n = 0;
-	for (int i = 0; i < s->ncms; i++) {
-		struct cm_conn *c = s->cms[i];
-		short ev = POLLIN;
-		/* Only a full socket waits for POLLOUT. Output merely queued
-		 * (events, which need not leave before the next frame to that
-		 * CM) goes out with that frame, in the same sendmsg. */
-		if (c->wblocked)
-			ev |= POLLOUT;
-		/* A finished connection stays in the set with fd -1 (ignored). */
-		s->pfds[n++] = (struct pollfd){.fd = cm_conn_alive(c) ? c->fd : -1, .events = ev};
-	}
-	int r = poll(s->pfds, (nfds_t)n, timeout_ms);
-	if (r < 0) {
-		if (errno == EINTR)
-			return 0;
-		cm_err("rank %d: poll: %s", s->rank, strerror(errno));
-		return -1;
-	}
-	for (int i = 0; i < n && r > 0; i++) {
-		short ev = s->pfds[i].revents;
-		if (ev == 0)
-			continue;
-		r--;
-		struct cm_conn *c = s->cms[i];
-		if ((ev & (POLLOUT | POLLERR | POLLHUP)) && cm_conn_pending_output(c) &&
-		    cm_conn_alive(c)) {
-			c->wblocked = 0;
-			cm_conn_flush(c);
-		}
-		if ((ev & (POLLIN | POLLERR | POLLHUP)) && cm_conn_alive(c))
-			cm_conn_read(c);
-	}
-	cmt_check_lost(s);
-	return s->dead ? -1 : 0;
-}
-
 static int cmt_isend(struct cm_transport *t, struct cm_req *req)
 {
 	struct cmt *s = t->state;
@@ -303,8 +217,14 @@ static int cmt_irecv(struct cm_transport *t, struct cm_req *req)
 		cm_err("rank %d: out of memory", s->rank);
 		return -1;
 	}
-	if (cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, s->myhome), CM_T_RECV_REQ, 0, req->peer,
-	                                 s->rank, req->tag, req->ctx, req->id, NULL, 0)) < 0)
+	if (cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, s->myhome),
+	                                 &(struct cm_header){.type = CM_T_RECV_REQ,
+	                                                     .src = req->peer,
+	                                                     .dst = s->rank,
+	                                                     .tag = req->tag,
+	                                                     .ctx = req->ctx,
+	                                                     .clock = req->id},
+	                                 NULL, 0)) < 0)
 		return -1;
 	cmt_coalesce_written(s, s->myhome);
 	return 0;
@@ -322,8 +242,15 @@ static int cmt_probe(struct cm_transport *t, int src, int tag, uint32_t ctx, int
 	s->probe_tag = tag;
 	s->probe_ctx = ctx;
 	s->probe_flags = blocking ? CM_F_BLOCKING : 0;
-	if (cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, s->myhome), CM_T_PROBE, s->probe_flags, src,
-	                                 s->rank, tag, ctx, s->probe_id, NULL, 0)) < 0)
+	if (cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, s->myhome),
+	                                 &(struct cm_header){.type = CM_T_PROBE,
+	                                                     .flags = s->probe_flags,
+	                                                     .src = src,
+	                                                     .dst = s->rank,
+	                                                     .tag = tag,
+	                                                     .ctx = ctx,
+	                                                     .clock = s->probe_id},
+	                                 NULL, 0)) < 0)
 		return -1;
 	while (s->probe_waiting)
 		if (cmt_progress(t, -1) < 0)
@@ -348,8 +275,12 @@ static int cmt_cancel(struct cm_transport *t, struct cm_req *req, int *cancelled
 		return -1;
 	s->cancel_id = req->id;
 	s->cancel_waiting = 1;
-	if (cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, s->myhome), CM_T_CANCEL, 0, s->rank, s->rank,
-	                                 0, 0, req->id, NULL, 0)) < 0)
+	if (cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, s->myhome),
+	                                 &(struct cm_header){.type = CM_T_CANCEL,
+	                                                     .src = s->rank,
+	                                                     .dst = s->rank,
+	                                                     .clock = req->id},
+	                                 NULL, 0)) < 0)
 		return -1;
 	while (s->cancel_waiting)
 		if (cmt_progress(t, -1) < 0)
@@ -535,8 +466,11 @@ static int cmt_finalize(struct cm_transport *t)
 	if (rc == 0) {
 		s->saying_bye = 1;
 		for (int i = 0; i < s->ncms && rc == 0; i++)
-			rc = cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, i), CM_T_BYE, 0, s->rank,
-			                                  s->rank, 0, 0, 0, NULL, 0));
+			rc = cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, i),
+			                                  &(struct cm_header){.type = CM_T_BYE,
+			                                                      .src = s->rank,
+			                                                      .dst = s->rank},
+			                                  NULL, 0));
 		if (rc == 0)
 			rc = cm_wait_until(t, s->rank, all_byes_acked,
 			                   BYE_TIMEOUT_MS + (int)s->reconnect_ms, "no BYE_ACK");

@@ -1,6 +1,7 @@
 /* Internal to the channel-memory transport: transport_cm.c (connections,
- * sends, receives, progress) and transport_cm_events.c (its fault-tolerance
- * side: nondeterministic events, checkpoint snapshots). */
+ * sends, receives), transport_cm_progress.c (waiting), transport_cm_events.c
+ * (its fault-tolerance side: nondeterministic events, checkpoint
+ * snapshots), transport_cm_coalesce.c and transport_cm_reconnect.c. */
 #ifndef CHANMEM_TRANSPORT_CM_H
 #define CHANMEM_TRANSPORT_CM_H
 
@@ -123,8 +124,16 @@ struct cmt {
 /* With reconnection, this many unacknowledged events ask home for a count. */
 #define EV_KEEP_ASK 256
 
-/* transport_cm.c */
+/* Who calls whom: transport_cm.c (the interface's entry points, init,
+ * frame dispatch) calls transport_cm_events.c (events, snapshots); both
+ * call transport_cm_progress.c (waiting), transport_cm_coalesce.c and
+ * transport_cm_reconnect.c (connection loss), which call only conn.c and
+ * common/. Nothing calls back up. */
+
+/* transport_cm_progress.c */
 int cmt_progress(struct cm_transport *t, int timeout_ms);
+
+/* transport_cm_reconnect.c */
 /* Marks the transport dead once a connection is lost (after saying so),
  * or starts re-establishing it (CHANMEM_CM_RECONNECT). */
 void cmt_check_lost(struct cmt *s);
@@ -133,8 +142,6 @@ void cmt_check_lost(struct cmt *s);
 int cmt_sent(struct cmt *s, int rc);
 /* CM connection cm, re-established first if it is found broken. */
 struct cm_conn *cmt_conn(struct cmt *s, int cm);
-
-/* transport_cm_reconnect.c */
 int cmt_reconnect_init(struct cmt *s, const struct cm_job *job);
 void cmt_reconnect_watch(struct cmt *s, struct cm_conn *c);
 void cmt_reconnect_free(struct cmt *s);

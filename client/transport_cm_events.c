@@ -56,8 +56,12 @@ int cmt_events_settle(struct cm_transport *t)
 	struct cm_conn *home = cmt_conn(s, s->myhome);
 	s->ev_unwritten = 0;
 	s->acks_out[s->myhome]++;
-	if (cmt_sent(s, cm_conn_send_ctl(home, CM_T_EVENT_ACK, 0, s->rank, s->rank, 0, 0,
-	                                 s->ev_next, NULL, 0)) < 0)
+	if (cmt_sent(s, cm_conn_send_ctl(home,
+	                                 &(struct cm_header){.type = CM_T_EVENT_ACK,
+	                                                     .src = s->rank,
+	                                                     .dst = s->rank,
+	                                                     .clock = s->ev_next},
+	                                 NULL, 0)) < 0)
 		return -1;
 	while (s->ev_acked < s->ev_next)
 		if (cmt_progress(t, -1) < 0)
@@ -108,7 +112,12 @@ int cmt_event(struct cm_transport *t, uint32_t kind, void *value, size_t len, in
 	}
 	struct cm_conn *home = cmt_conn(s, s->myhome);
 	if (cmt_event_keep(s, idx, kind, value, len) < 0 ||
-	    cmt_sent(s, cm_conn_queue_ctl(home, CM_T_EVENT, 0, s->rank, s->rank, (int)kind, 0, idx,
+	    cmt_sent(s, cm_conn_queue_ctl(home,
+	                                  &(struct cm_header){.type = CM_T_EVENT,
+	                                                      .src = s->rank,
+	                                                      .dst = s->rank,
+	                                                      .tag = (int)kind,
+	                                                      .clock = idx},
 	                                  value, len)) < 0)
 		return -1;
 	s->ev_next++;
@@ -120,8 +129,12 @@ int cmt_event(struct cm_transport *t, uint32_t kind, void *value, size_t len, in
 	if (s->reconnect_ms > 0 && s->ev_next - s->ev_acked >= EV_KEEP_ASK &&
 	    s->acks_out[s->myhome] == 0) {
 		s->acks_out[s->myhome]++;
-		if (cmt_sent(s, cm_conn_queue_ctl(home, CM_T_EVENT_ACK, 0, s->rank, s->rank, 0, 0,
-		                                  s->ev_next, NULL, 0)) < 0)
+		if (cmt_sent(s, cm_conn_queue_ctl(home,
+		                                  &(struct cm_header){.type = CM_T_EVENT_ACK,
+		                                                      .src = s->rank,
+		                                                      .dst = s->rank,
+		                                                      .clock = s->ev_next},
+		                                  NULL, 0)) < 0)
 			return -1;
 	}
 	if (++s->ev_unwritten >= EV_FLUSH_BATCH) {
@@ -141,8 +154,13 @@ int cmt_fetch_events(struct cm_transport *t, long long deadline)
 	s->ev_fetching = 1;
 	s->acks_out[s->myhome]++;
 	/* clock: the first event wanted (past what a checkpoint image consumed). */
-	if (cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, s->myhome), CM_T_EVENT_ACK, CM_F_REPLAY,
-	                                 s->rank, s->rank, 0, 0, s->replay_base, NULL, 0)) < 0)
+	if (cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, s->myhome),
+	                                 &(struct cm_header){.type = CM_T_EVENT_ACK,
+	                                                     .flags = CM_F_REPLAY,
+	                                                     .src = s->rank,
+	                                                     .dst = s->rank,
+	                                                     .clock = s->replay_base},
+	                                 NULL, 0)) < 0)
 		return -1;
 	while (s->ev_fetching) {
 		long long left = deadline - cm_now_ms();
@@ -180,8 +198,11 @@ int cmt_snapshot(struct cm_transport *t, struct cm_resume *out)
 	s->ev_unwritten = 0;
 	for (int i = 0; i < s->ncms; i++) {
 		s->acks_out[i]++;
-		if (cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, i), CM_T_EVENT_ACK, 0, s->rank,
-		                                 s->rank, 0, 0, 0, NULL, 0)) < 0)
+		if (cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, i),
+		                                 &(struct cm_header){.type = CM_T_EVENT_ACK,
+		                                                     .src = s->rank,
+		                                                     .dst = s->rank},
+		                                 NULL, 0)) < 0)
 			return -1;
 	}
 	/* Answers come in order: once none is outstanding, every CM answered
@@ -210,6 +231,10 @@ void cmt_ckpt_committed(struct cm_transport *t, const struct cm_resume *state)
 	s->trim_sent = 1;
 	s->trim_reqid = state->reqid;
 	s->trim_events = state->events;
-	cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, s->myhome), CM_T_TRIM, 0, s->rank, s->rank, 0, 0,
-	                             state->reqid, events, sizeof events));
+	cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, s->myhome),
+	                             &(struct cm_header){.type = CM_T_TRIM,
+	                                                 .src = s->rank,
+	                                                 .dst = s->rank,
+	                                                 .clock = state->reqid},
+	                             events, sizeof events));
 }

@@ -208,17 +208,33 @@ static int repost_requests(struct cmt *s, struct cm_conn *c)
 		struct cm_req *r = k < s->recvs.count ? v[k] : NULL;
 		if (probe && (r == NULL || s->probe_id < r->id)) {
 			probe = 0;
-			rc = cm_conn_queue_ctl(c, CM_T_PROBE, s->probe_flags, s->probe_src, s->rank,
-			                       s->probe_tag, s->probe_ctx, s->probe_id, NULL, 0);
+			rc = cm_conn_queue_ctl(c,
+			                       &(struct cm_header){.type = CM_T_PROBE,
+			                                           .flags = s->probe_flags,
+			                                           .src = s->probe_src,
+			                                           .dst = s->rank,
+			                                           .tag = s->probe_tag,
+			                                           .ctx = s->probe_ctx,
+			                                           .clock = s->probe_id},
+			                       NULL, 0);
 		}
 		if (r && rc == 0)
-			rc = cm_conn_queue_ctl(c, CM_T_RECV_REQ, 0, r->peer, s->rank, r->tag,
-			                       r->ctx, r->id, NULL, 0);
+			rc = cm_conn_queue_ctl(c,
+			                       &(struct cm_header){.type = CM_T_RECV_REQ,
+			                                           .src = r->peer,
+			                                           .dst = s->rank,
+			                                           .tag = r->tag,
+			                                           .ctx = r->ctx,
+			                                           .clock = r->id},
+			                       NULL, 0);
 	}
 	free(v);
 	if (rc == 0 && s->cancel_waiting)
-		rc = cm_conn_queue_ctl(c, CM_T_CANCEL, 0, s->rank, s->rank, 0, 0, s->cancel_id,
-		                       NULL, 0);
+		rc = cm_conn_queue_ctl(
+		    c,
+		    &(struct cm_header){
+		        .type = CM_T_CANCEL, .src = s->rank, .dst = s->rank, .clock = s->cancel_id},
+		    NULL, 0);
 	return rc;
 }
 
@@ -258,7 +274,12 @@ int cmt_reconnect_resume(struct cm_conn *c)
 	int rc = 0;
 	for (uint64_t i = s->ev_acked; home && i < s->ev_next && rc == 0; i++) {
 		const struct cm_replayed_event *ev = &s->ev_kept[i - s->ev_kept_base];
-		rc = cm_conn_queue_ctl(c, CM_T_EVENT, 0, s->rank, s->rank, (int)ev->kind, 0, i,
+		rc = cm_conn_queue_ctl(c,
+		                       &(struct cm_header){.type = CM_T_EVENT,
+		                                           .src = s->rank,
+		                                           .dst = s->rank,
+		                                           .tag = (int)ev->kind,
+		                                           .clock = i},
 		                       ev->value, ev->len);
 	}
 	unsigned msgs = cm_conn_resend(c);
@@ -268,21 +289,61 @@ int cmt_reconnect_resume(struct cm_conn *c)
 		rc = repost_requests(s, c);
 	for (unsigned k = 0; k < s->acks_out[cm] && rc == 0; k++) {
 		int replay = home && s->ev_fetching && k == 0;
-		rc = cm_conn_queue_ctl(c, CM_T_EVENT_ACK, replay ? CM_F_REPLAY : 0, s->rank,
-		                       s->rank, 0, 0,
-		                       replay ? s->replay_base + s->nreplay : s->ev_next, NULL, 0);
+		rc = cm_conn_queue_ctl(
+		    c,
+		    &(struct cm_header){.type = CM_T_EVENT_ACK,
+		                        .flags = replay ? CM_F_REPLAY : 0,
+		                        .src = s->rank,
+		                        .dst = s->rank,
+		                        .clock = replay ? s->replay_base + s->nreplay : s->ev_next},
+		    NULL, 0);
 	}
 	if (rc == 0 && home && s->trim_sent) {
 		uint8_t events[CM_TRIM_PAYLOAD];
 		cm_put_u64(events, s->trim_events);
-		rc = cm_conn_queue_ctl(c, CM_T_TRIM, 0, s->rank, s->rank, 0, 0, s->trim_reqid,
-		                       events, sizeof events);
+		rc = cm_conn_queue_ctl(
+		    c,
+		    &(struct cm_header){
+		        .type = CM_T_TRIM, .src = s->rank, .dst = s->rank, .clock = s->trim_reqid},
+		    events, sizeof events);
 	}
 	if (rc == 0 && s->saying_bye && !s->bye_acked[cm])
-		rc = cm_conn_queue_ctl(c, CM_T_BYE, 0, s->rank, s->rank, 0, 0, 0, NULL, 0);
+		rc = cm_conn_queue_ctl(
+		    c, &(struct cm_header){.type = CM_T_BYE, .src = s->rank, .dst = s->rank}, NULL,
+		    0);
 	if (rc < 0)
 		return -1;
 	cm_info("rank %d: reconnected to %s (next clock it expects %llu): %u messages sent again",
 	        s->rank, c->name, (unsigned long long)c->ack_clock, msgs);
 	return cm_conn_release(c);
+}
+
+/* A CM connection that ended is fatal, unless it ended after our BYE was
+ * acknowledged or it can be re-established. */
+void cmt_check_lost(struct cmt *s)
+{
+	for (int i = 0; i < s->ncms; i++) {
+		struct cm_conn *c = s->cms[i];
+		if (c == NULL || cm_conn_alive(c) || s->bye_acked[i])
+			continue;
+		if (!s->dead && cmt_reconnect_start(s, i) == 0)
+			continue;
+		if (!s->dead)
+			cm_err("rank %d: lost connection to %s", s->rank, c->name);
+		s->dead = 1;
+	}
+}
+
+int cmt_sent(struct cmt *s, int rc)
+{
+	if (rc < 0)
+		cmt_check_lost(s);
+	return rc < 0 && (s->dead || s->reconnect_ms == 0) ? -1 : 0;
+}
+
+struct cm_conn *cmt_conn(struct cmt *s, int cm)
+{
+	if (!cm_conn_alive(s->cms[cm]))
+		cmt_check_lost(s);
+	return s->cms[cm];
 }

@@ -63,9 +63,9 @@ int cm_start_send(struct cm_req *req, int rank, struct cm_reqmap *syncs, struct 
 	                        .tag = req->tag,
 	                        .ctx = req->ctx,
 	                        .clock = req->id};
-	req->t_off = CM_SEND_WAIT_WRITE;
+	req->t_wait = CM_SEND_WAIT_WRITE;
 	if (req->sync) {
-		req->t_off |= CM_SEND_WAIT_ACK;
+		req->t_wait |= CM_SEND_WAIT_ACK;
 		if (cm_reqmap_put(syncs, req) < 0) {
 			cm_err("rank %d: out of memory", rank);
 			return -1;

@@ -86,7 +86,11 @@ static enum cm_err on_hello(struct cm_conn *c, const struct cm_header *h,
 	cm_conn_limit_wait(c, SLEEP_MS);
 	settle(s, h->src);
 	snprintf(c->name, sizeof c->name, "connection from rank %d", h->src);
-	if (cm_conn_send_ctl(c, CM_T_HELLO_ACK, 0, s->rank, h->src, 0, 0, own, NULL, 0) < 0)
+	if (cm_conn_send_ctl(
+	        c,
+	        &(struct cm_header){
+	            .type = CM_T_HELLO_ACK, .src = s->rank, .dst = h->src, .clock = own},
+	        NULL, 0) < 0)
 		return CM_E_STATE;
 	return CM_OK;
 }

@@ -27,7 +27,14 @@ static void sync_ack(struct direct *s, struct cm_conn *c, int src, int tag, uint
                      uint64_t clock)
 {
 	if (c && cm_conn_alive(c))
-		cm_conn_send_ctl(c, CM_T_SYNC_ACK, 0, s->rank, src, tag, ctx, clock, NULL, 0);
+		cm_conn_send_ctl(c,
+		                 &(struct cm_header){.type = CM_T_SYNC_ACK,
+		                                     .src = s->rank,
+		                                     .dst = src,
+		                                     .tag = tag,
+		                                     .ctx = ctx,
+		                                     .clock = clock},
+		                 NULL, 0);
 }
 
 int direct_msg_header(struct direct *s, struct cm_conn *c, const struct cm_header *h,
@@ -113,7 +120,7 @@ int direct_self_send(struct direct *s, struct cm_req *req)
 		u->sync = 1;
 		u->self_sync = req;
 		u->data = (void *)req->sbuf;
-		req->t_off = CM_SEND_WAIT_ACK;
+		req->t_wait = CM_SEND_WAIT_ACK;
 	} else if (req->slen > 0) {
 		/* Eager: a standard send to self completes before its receive. */
 		u->data = malloc(req->slen);

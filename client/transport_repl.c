@@ -217,7 +217,13 @@ void repl_sync_ack(struct repl *s, const struct rmsg *u)
 	repl_flush_replicas(s); /* the choice that matched it goes first */
 	struct cm_conn *c = repl_link_to(s, u->from);
 	if (c && cm_conn_alive(c))
-		cm_conn_send_ctl(c, CM_T_SYNC_ACK, 0, s->rank, u->m.src, u->m.tag, u->m.ctx, u->seq,
+		cm_conn_send_ctl(c,
+		                 &(struct cm_header){.type = CM_T_SYNC_ACK,
+		                                     .src = s->rank,
+		                                     .dst = u->m.src,
+		                                     .tag = u->m.tag,
+		                                     .ctx = u->m.ctx,
+		                                     .clock = u->seq},
 		                 NULL, 0);
 }
 
@@ -431,8 +437,11 @@ static int repl_finalize(struct cm_transport *t)
 	for (size_t i = 0; i < s->net.nconns; i++) {
 		struct cm_conn *c = s->net.conns[i];
 		if (cm_conn_alive(c) && c->peer >= 0 && s->out[c->peer] == c)
-			cm_conn_send_ctl(c, CM_T_BYE, 0, s->rank, c->peer / s->nrep, 0, 0, 0, NULL,
-			                 0);
+			cm_conn_send_ctl(c,
+			                 &(struct cm_header){.type = CM_T_BYE,
+			                                     .src = s->rank,
+			                                     .dst = c->peer / s->nrep},
+			                 NULL, 0);
 	}
 	if (cm_connset_finish(t, &s->net, s->rank, flushed, &s->fatal, &s->draining) < 0)
 		rc = -1;

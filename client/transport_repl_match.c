@@ -35,11 +35,6 @@ static void free_msg(struct rmsg *u)
 	repl_msg_free(u);
 }
 
-/* A non-master's receive whose matching must wait (t_off): an
- * MPI_ANY_SOURCE receive whose source the master has not chosen yet, or a
- * receive posted after one such that could take the same messages. */
-#define DEFERRED 1
-
 static int accepts(const struct cm_req *r, int src, int tag, uint32_t ctx)
 {
 	return r->ctx == ctx && (r->peer == CM_ANY_SOURCE || r->peer == src) &&
@@ -112,7 +107,7 @@ static void match(struct repl *s, struct rmsg *u)
 	for (struct cm_req *r = s->match.posted_head; r; r = r->t_next) {
 		if (!accepts(r, u->m.src, u->m.tag, u->m.ctx))
 			continue;
-		if (r->t_off == DEFERRED) {
+		if (r->t_deferred) {
 			hold(s, u);
 			return;
 		}
@@ -207,7 +202,7 @@ static int must_defer(const struct repl *s, const struct cm_req *r, const struct
 	if (r->peer == CM_ANY_SOURCE && s->nrep > 1 && !repl_is_master(s))
 		return 1;
 	for (const struct cm_req *d = s->match.posted_head; d && d != upto; d = d->t_next)
-		if (d->t_off == DEFERRED && overlap(d, r))
+		if (d->t_deferred && overlap(d, r))
 			return 1;
 	return 0;
 }
@@ -221,11 +216,11 @@ static void resume(struct repl *s)
 {
 	for (struct cm_req *r = s->match.posted_head, *next; r; r = next) {
 		next = r->t_next;
-		if (r->t_off != DEFERRED)
+		if (!r->t_deferred)
 			continue;
-		r->t_off = 0;
+		r->t_deferred = 0;
 		if (must_defer(s, r, r)) {
-			r->t_off = DEFERRED;
+			r->t_deferred = 1;
 			continue;
 		}
 		struct cm_msg *m = cm_match_take_unexpected(&s->match, r);
@@ -254,7 +249,7 @@ void repl_record_choice(struct repl *s, uint64_t reqid, int src)
 		return;
 	}
 	for (struct cm_req *r = s->match.posted_head; r; r = r->t_next)
-		if (r->id == reqid && r->peer == CM_ANY_SOURCE && r->t_off == DEFERRED) {
+		if (r->id == reqid && r->peer == CM_ANY_SOURCE && r->t_deferred) {
 			r->peer = src;
 			add_choice(s, reqid, src, 1);
 			resume(s);
@@ -289,7 +284,7 @@ void repl_decide_own(struct repl *s)
 
 int repl_post_recv(struct repl *s, struct cm_req *req)
 {
-	req->t_off = 0;
+	req->t_deferred = 0;
 	/* A choice the (old) master made for it stands, master or not. */
 	if (req->peer == CM_ANY_SOURCE && s->nrep > 1) {
 		int src = take_choice(s, req->id);
@@ -297,7 +292,7 @@ int repl_post_recv(struct repl *s, struct cm_req *req)
 			req->peer = src;
 	}
 	if (must_defer(s, req, NULL)) {
-		req->t_off = DEFERRED;
+		req->t_deferred = 1;
 		cm_match_post(&s->match, req);
 		return 0;
 	}
@@ -415,8 +410,13 @@ int repl_cancel(struct cm_transport *t, struct cm_req *req, int *cancelled)
 			voted_to = repl_master_of(s, s->rank);
 			struct cm_conn *c = repl_link_to(s, s->rank * s->nrep + voted_to);
 			if (c)
-				cm_conn_send_ctl(c, CM_T_EVENT, 0, s->rank, s->rank,
-				                 REPL_VOTE_CANCEL, 0, seq, &posted, 1);
+				cm_conn_send_ctl(c,
+				                 &(struct cm_header){.type = CM_T_EVENT,
+				                                     .src = s->rank,
+				                                     .dst = s->rank,
+				                                     .tag = REPL_VOTE_CANCEL,
+				                                     .clock = seq},
+				                 &posted, 1);
 		}
 		if (decision < 0 && rc == 0 && t->progress(t, -1) < 0)
 			rc = -1;

@@ -93,7 +93,7 @@ static void send_copy(struct repl *s, struct rrec *r, int k, struct cm_conn *c)
 	                      .tag = r->tag,
 	                      .ctx = r->ctx,
 	                      .clock = r->seq};
-	r->tok[k] = (struct cm_req){.t_priv = r, .t_off = CM_SEND_WAIT_WRITE};
+	r->tok[k] = (struct cm_req){.t_priv = r, .t_wait = CM_SEND_WAIT_WRITE};
 	r->tok_conn[k] = c;
 	cm_conn_send(c, &h, r->data, r->len, &r->tok[k], 0);
 }
@@ -178,8 +178,13 @@ void repl_commit(struct repl *s, int flush)
 			if (k == s->replica || s->dead[p] || s->finished[p])
 				continue;
 			struct cm_conn *c = repl_link_to(s, p);
-			if (c && cm_conn_queue_ctl(c, CM_T_SYNC_ACK, 0, s->rank, s->rank, 0, 0,
-			                           repl_key(dst, upto[dst] - 1), NULL, 0) == 0)
+			if (c && cm_conn_queue_ctl(
+			             c,
+			             &(struct cm_header){.type = CM_T_SYNC_ACK,
+			                                 .src = s->rank,
+			                                 .dst = s->rank,
+			                                 .clock = repl_key(dst, upto[dst] - 1)},
+			             NULL, 0) == 0)
 				queued = 1;
 		}
 	}
@@ -360,7 +365,12 @@ void repl_send_event(struct repl *s, size_t i)
 		if (k == s->replica || s->dead[p] || s->finished[p])
 			continue;
 		struct cm_conn *c = repl_link_to(s, p);
-		if (c && cm_conn_queue_ctl(c, CM_T_EVENT, 0, s->rank, s->rank, (int)e->kind, 0, i,
+		if (c && cm_conn_queue_ctl(c,
+		                           &(struct cm_header){.type = CM_T_EVENT,
+		                                               .src = s->rank,
+		                                               .dst = s->rank,
+		                                               .tag = (int)e->kind,
+		                                               .clock = i},
 		                           e->value, e->len) == 0)
 			s->replicas_queued = 1;
 	}
@@ -375,8 +385,13 @@ void repl_send_choice(struct repl *s, size_t i)
 		if (k == s->replica || s->dead[p] || s->finished[p])
 			continue;
 		struct cm_conn *c = repl_link_to(s, p);
-		if (c && cm_conn_queue_ctl(c, CM_T_EVENT, 0, s->rank, s->rank, REPL_CHOICE, 0,
-		                           s->choices[i].reqid, src, sizeof src) == 0)
+		if (c && cm_conn_queue_ctl(c,
+		                           &(struct cm_header){.type = CM_T_EVENT,
+		                                               .src = s->rank,
+		                                               .dst = s->rank,
+		                                               .tag = REPL_CHOICE,
+		                                               .clock = s->choices[i].reqid},
+		                           src, sizeof src) == 0)
 			s->replicas_queued = 1;
 	}
 }
@@ -497,7 +512,7 @@ int repl_isend(struct cm_transport *t, struct cm_req *req)
 		return 0;
 	}
 	if (req->sync) {
-		req->t_off = CM_SEND_WAIT_ACK;
+		req->t_wait = CM_SEND_WAIT_ACK;
 		req->id = repl_key(req->peer, seq);
 		if (cm_reqmap_put(&s->syncs, req) < 0)
 			return -1;
