@@ -60,7 +60,9 @@ static struct cmdline_opt ckpt_opts[] = {
     {"reset-corrupt-store", .kind = CMDLINE_FLAG, .field = AT(reset_corrupt, bool),
      .help = "if the store in DIR is damaged, move it into\n"
              "DIR/corrupt-TIME-PID and start with an empty one\n"
-             "(without it a damaged store is refused: exit 1)"},
+             "(without it a damaged store is refused: exit 1)",
+     .man = "A store is damaged when its index fails its checksum or LMDB's checks; without "
+            "this option the server names the directory and the damage."},
     {"verbose", 'v', .kind = CMDLINE_COUNT, .field = AT(verbosity, int),
      .help = "report commits and refusals; twice for debug output"},
     {"help", 'h', .kind = CMDLINE_HELP, .help = "show this help and exit"},

@@ -60,7 +60,8 @@ static const struct cmdline_opt cmserver_opts[] = {
              "  mono               one libev event loop serves every connection (no threads)\n"
              "  thread-per-client  an accepting thread + one thread per connection\n"
              "  multiplexer        --threads N event loops, each connection on the least loaded\n"
-             "  specialized        acceptor, --threads N receiving loops, one sending thread"},
+             "  specialized        acceptor, --threads N receiving loops, one sending thread",
+     .man = "All modes deliver the same messages in the same order."},
     {"threads", .kind = CMDLINE_STRING, .meta = "N", .field = AT(threads_text, const char *),
      .help = "multiplexer and specialized: event-loop threads (" S(CM_THREADS_MIN) "-" S(
          CM_THREADS_MAX) ",\ndefault " CM_ENV_CM_THREADS ", else " S(CM_THREADS_DEFAULT) ")"},

@@ -327,12 +327,21 @@ void cmdline_help(const struct cmdline_prog *p, FILE *out)
 	}
 }
 
-/* text as roff running text: one paragraph, '-' and '\' escaped, a line
- * never starting with a control character. */
+/* Help text as roff running text: one paragraph ending with a period;
+ * its indented lines (a list, like cmserver's modes) each on a line of
+ * their own. '-' and '\' are escaped, no line starts with a control
+ * character. */
 static void roff_text(FILE *out, const char *text)
 {
 	bool space = false, start = true;
+	char last = 0;
 	for (const char *c = text; *c; c++) {
+		if (*c == '\n' && c[1] == ' ' && !start) {
+			fputs("\n.br\n", out);
+			start = true;
+			space = false;
+			continue;
+		}
 		if (isspace((unsigned char)*c)) {
 			space = true;
 			continue;
@@ -344,10 +353,11 @@ static void roff_text(FILE *out, const char *text)
 			fputs("\\&", out);
 		if (*c == '-' || *c == '\\')
 			fputc('\\', out);
-		fputc(start ? toupper((unsigned char)*c) : *c, out);
+		fputc(*c, out);
+		last = *c;
 		start = false;
 	}
-	fputc('\n', out);
+	fputs(last == '.' ? "\n" : ".\n", out);
 }
 
 static void roff_name(FILE *out, const char *s)
@@ -397,8 +407,15 @@ void cmdline_man(const struct cmdline_prog *p, FILE *out)
 		if (o->meta)
 			fprintf(out, " \" %s\"", o->meta);
 		fputc('\n', out);
-		cmdline_expand(text, sizeof text, o->help, o, NULL);
-		roff_text(out, text);
+		/* What these do is the same everywhere, whatever --help says. */
+		if (o->kind == CMDLINE_HELP)
+			fputs("Print the options and exit.\n", out);
+		else if (o->kind == CMDLINE_VERSION)
+			fputs("Print the version and exit.\n", out);
+		else {
+			cmdline_expand(text, sizeof text, o->help, o, NULL);
+			roff_text(out, text);
+		}
 		if (o->man)
 			fprintf(out, "%s\n", o->man);
 	}

@@ -400,13 +400,15 @@ static const struct cmdline_opt cmrun_opts[] = {
              "Starts N ranks of PROGRAM (looked up in PATH, then in the current directory)\n"
              "on this machine, with K channel memories (cmserver) or a direct TCP mesh\n"
              "between them, and forwards their output.\n"
-             "\n"},
+             "\n",
+     .man = ".SS Job"},
     {"np", 'n', "-np", CMDLINE_LONG, "N", AT(nranks, long), 1, CMRUN_MAX_RANKS,
      .bad = "-n takes a number of ranks from 1 to {hi}, not '{}'",
      .help = "number of ranks (1..{hi})"},
     {"cms", 0, NULL, CMDLINE_LONG, "K", AT(ncms, long), 1, CMRUN_MAX_CMS,
      .bad = "--cms takes a number of channel memories from 1 to {hi}, not '{}'",
-     .help = "channel memories to start (1..{hi}, default 1; transport cm)"},
+     .help = "channel memories to start (1..{hi}, default 1; transport cm)",
+     .man = "Rank\n.I r\nhas CM\n.I r\nmod\n.I K\nas its home."},
     {"mode", .kind = CMDLINE_CALL, .meta = "M", .set = set_mode,
      .bad = "--mode takes mono, thread-per-client, multiplexer or specialized, not '{}'",
      .help = "cmserver mode: mono, thread-per-client, multiplexer,\n"
@@ -435,7 +437,9 @@ static const struct cmdline_opt cmrun_opts[] = {
     {.kind = CMDLINE_TEXT,
      .help = "\n"
              "Channel memory options (transport cm), given to every cmserver cmrun starts\n"
-             "(cmserver --help has the details; the defaults are cmserver's):\n"},
+             "(cmserver --help has the details; the defaults are cmserver's):\n",
+     .man = ".SS Channel memory options\nGiven to every\n.B cmserver\nthat\n.B cmrun\nstarts "
+            "(transport\n.BR cm );\nsee\n.BR cmserver (1)."},
     {"log-mem", .kind = CMDLINE_CALL, .meta = "B", .set = set_cm_opt,
      .help = "bound on each CM's message memory (e.g. 512MiB;\n"
              "default 1GiB, or a quarter of the host's memory if\n"
@@ -459,7 +463,10 @@ static const struct cmdline_opt cmrun_opts[] = {
      .help = "\n"
              "Fault tolerance (transport cm): a rank killed by a signal is restarted and\n"
              "replayed from the channel memory's log; a rank that exits non-zero or calls\n"
-             "MPI_Abort stops the job.\n"},
+             "MPI_Abort stops the job.\n",
+     .man = ".SS Fault tolerance\nA rank killed by a signal is restarted and replayed from the "
+            "channel memory's log; a rank that exits non-zero or calls\n.B MPI_Abort\nstops "
+            "the job."},
     {"max-restarts", .kind = CMDLINE_LONG, .meta = "N", .field = AT(max_restarts, long), .lo = 0,
      .hi = 1000000, .bad = "--max-restarts takes a number from 0 to 1000000, not '{}'",
      .help = "restarts allowed per rank (default " S(CMRUN_DEFAULT_MAX_RESTARTS) "; 0: none)"},
@@ -516,7 +523,9 @@ static const struct cmdline_opt cmrun_opts[] = {
     {.kind = CMDLINE_TEXT,
      .help = "\n"
              "Placement and launching (docs/deployment.md): without addresses a host is\n"
-             "a label on this machine; with addr= its processes are started there.\n"},
+             "a label on this machine; with addr= its processes are started there.\n",
+     .man = ".SS Placement and launching\nWithout addresses a host is a label on this machine; "
+            "with\n.B addr=\nits processes are started there."},
     {"hosts", .kind = CMDLINE_STRING, .meta = "FILE", .field = AT(hosts_file, const char *),
      .help = "one host per line: NAME [slots=N] [addr=IPv4]\n"
              "[roles=rank,cm,ckpt] ('#' comments; default 1 slot,\n"
@@ -549,7 +558,9 @@ static const struct cmdline_opt cmrun_opts[] = {
     {.kind = CMDLINE_TEXT,
      .help = "\n"
              "Replication (docs/replication.md): every rank runs as r processes over a direct\n"
-             "TCP mesh; a killed replica is not restarted, the others carry on.\n"},
+             "TCP mesh; a killed replica is not restarted, the others carry on.\n",
+     .man = ".SS Replication\nEvery rank runs as\n.I r\nprocesses over a direct TCP mesh; a "
+            "killed replica is not restarted, the others carry on."},
     {"replicate", .kind = CMDLINE_LONG, .meta = "r", .field = AT(replicas, long), .lo = 1,
      .hi = CMRUN_MAX_REPLICAS, .bad = "--replicate takes a replica count in 1..{hi}, not '{}'",
      .help = "replicas per rank (1..{hi}; no channel memory)"},
@@ -557,6 +568,7 @@ static const struct cmdline_opt cmrun_opts[] = {
      .hi = CMRUN_MAX_REPLICAS - 1,
      .bad = "--kill-replica takes a replica index in 0..{hi}, not '{}'",
      .help = "the replica --kill-at kills (default: the last)"},
+    {.kind = CMDLINE_TEXT, .help = "", .man = ".SS Other"},
     {"verbose", 'v', .kind = CMDLINE_COUNT, .field = AT(o.verbosity, int),
      .help = "report what cmrun does (twice: debug)"},
     {"help", 'h', .kind = CMDLINE_HELP, .help = "this text"},

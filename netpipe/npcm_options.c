@@ -7,8 +7,6 @@
 #endif
 #include "npcm.h"
 
-#include "cmdline.h"
-
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
