@@ -86,16 +86,6 @@ const struct cmdline_prog ckpt_cmdline = {
     .flags = CMDLINE_NO_OPERANDS,
 };
 
-static int __attribute__((format(printf, 2, 3)))
-usage_error(struct cmdline_state *st, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(st->err, sizeof st->err, fmt, ap);
-	va_end(ap);
-	return CMDLINE_ERROR;
-}
-
 int ckpt_parse_args(int argc, char **argv, struct ckpt_args *a, struct cmdline_state *st)
 {
 	for (size_t i = 0; i < sizeof ckpt_opts / sizeof ckpt_opts[0]; i++)
@@ -112,14 +102,14 @@ int ckpt_parse_args(int argc, char **argv, struct ckpt_args *a, struct cmdline_s
 	if (r != CMDLINE_OK)
 		return r;
 	if (a->store.dir == NULL)
-		return usage_error(st, "--dir DIR is required (where the images are stored)");
+		return cmdline_fail(st, "--dir DIR is required (where the images are stored)");
 	a->store.keep = (unsigned)a->keep;
 	a->store.level = (int)a->level;
 	a->store.reset_corrupt = a->reset_corrupt;
 	if (cm_parse_hostport(a->listen_text, 0, &a->addr) < 0)
-		return usage_error(st,
-		                   "--listen '%s': expected ADDR:PORT (IPv4 address or localhost, "
-		                   "port 0-65535)",
-		                   a->listen_text);
+		return cmdline_fail(st,
+		                    "--listen '%s': expected ADDR:PORT (IPv4 address or localhost, "
+		                    "port 0-65535)",
+		                    a->listen_text);
 	return CMDLINE_OK;
 }

@@ -82,10 +82,7 @@ int main(int argc, char **argv)
 
 	cm_log_init("ckptserver", 0);
 	int parsed = ckpt_parse_args(argc, argv, &a, &st);
-	if (parsed == CMDLINE_ERROR)
-		cmdline_bad_usage("ckptserver", "%s", st.err);
-	if (parsed != CMDLINE_OK)
-		cmdline_show(&ckpt_cmdline, parsed);
+	cmdline_settle(&ckpt_cmdline, parsed, &st);
 	cm_log_init("ckptserver", a.verbosity);
 	struct ckpt_store_opts so = a.store;
 	const char *listen_text = a.listen_text;

@@ -42,7 +42,8 @@ static uint64_t default_log_mem(void)
 /* A HELLO carries 48 bytes: a smaller ceiling would lock every rank out. */
 #define MIN_MAX_MESSAGE CM_HELLO_PAYLOAD
 
-static const char *const modes[] = {"mono", "thread-per-client", "multiplexer", "specialized"};
+static const char *const modes[] = {"mono", "thread-per-client", "multiplexer", "specialized",
+                                    NULL};
 
 #define AT(M, T) CMDLINE_AT(struct cmserver_args, M, T)
 #define S CMDLINE_STR
@@ -55,7 +56,8 @@ static const struct cmdline_opt cmserver_opts[] = {
              "for, matches their receive requests, and delivers.\n"
              "\n"
              "Options:\n"},
-    {"mode", .kind = CMDLINE_STRING, .meta = "MODE", .field = AT(mode, const char *),
+    {"mode", .kind = CMDLINE_CHOICE, .meta = "MODE", .field = AT(mode_index, int), .choices = modes,
+     .bad = "unknown mode '{}' (modes: mono, thread-per-client, multiplexer, specialized)",
      .help = "I/O engine (default mono), one of:\n"
              "  mono               one libev event loop serves every connection (no threads)\n"
              "  thread-per-client  an accepting thread + one thread per connection\n"
@@ -146,20 +148,9 @@ const struct cmdline_prog cmserver_cmdline = {
     .flags = CMDLINE_NO_OPERANDS | CMDLINE_LONG_OWN_LINE,
 };
 
-static int __attribute__((format(printf, 2, 3)))
-usage_error(struct cmdline_state *st, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(st->err, sizeof st->err, fmt, ap);
-	va_end(ap);
-	return CMDLINE_ERROR;
-}
-
 int cmserver_parse_args(int argc, char **argv, struct cmserver_args *a, struct cmdline_state *st)
 {
-	*a = (struct cmserver_args){.mode = "mono",
-	                            .listen_text = "127.0.0.1:0",
+	*a = (struct cmserver_args){.listen_text = "127.0.0.1:0",
 	                            .ready_fd = -1,
 	                            .report_fd = -1,
 	                            .max_message = CM_DEFAULT_MAX_PAYLOAD,
@@ -168,21 +159,12 @@ int cmserver_parse_args(int argc, char **argv, struct cmserver_args *a, struct c
 	int r = cmdline_parse(&cmserver_cmdline, argc, argv, a, st);
 	if (r != CMDLINE_OK)
 		return r;
-	size_t m = 0;
-	while (m < sizeof modes / sizeof modes[0] && strcmp(modes[m], a->mode) != 0)
-		m++;
-	if (m == sizeof modes / sizeof modes[0])
-		return usage_error(
-		    st,
-		    "unknown mode '%s' (modes: mono, thread-per-client, multiplexer, "
-		    "specialized)",
-		    a->mode);
-	a->mode = modes[m];
+	a->mode = modes[a->mode_index];
 	a->takes_threads =
 	    strcmp(a->mode, "multiplexer") == 0 || strcmp(a->mode, "specialized") == 0;
 	const char *threads_from = "--threads";
 	if (a->threads_text && !a->takes_threads)
-		return usage_error(
+		return cmdline_fail(
 		    st, "--threads applies to modes multiplexer and specialized, not %s", a->mode);
 	if (a->threads_text == NULL && a->takes_threads) {
 		a->threads_text = getenv(CM_ENV_CM_THREADS);
@@ -193,16 +175,16 @@ int cmserver_parse_args(int argc, char **argv, struct cmserver_args *a, struct c
 	if (a->threads_text && (*a->threads_text || threads_from[0] == '-')) {
 		long n;
 		if (cm_parse_long(a->threads_text, CM_THREADS_MIN, CM_THREADS_MAX, &n) < 0)
-			return usage_error(st, "%s '%s': must be a number of threads from %d to %d",
-			                   threads_from, a->threads_text, CM_THREADS_MIN,
-			                   CM_THREADS_MAX);
+			return cmdline_fail(
+			    st, "%s '%s': must be a number of threads from %d to %d", threads_from,
+			    a->threads_text, CM_THREADS_MIN, CM_THREADS_MAX);
 		a->threads = (unsigned)n;
 	}
 	if (strchr(a->listen_text, ':') == NULL ||
 	    cm_parse_hostport(a->listen_text, 0, &a->addr) < 0)
-		return usage_error(st,
-		                   "--listen '%s': expected ADDR:PORT (IPv4 address or localhost, "
-		                   "port 0-65535)",
-		                   a->listen_text);
+		return cmdline_fail(st,
+		                    "--listen '%s': expected ADDR:PORT (IPv4 address or localhost, "
+		                    "port 0-65535)",
+		                    a->listen_text);
 	return CMDLINE_OK;
 }

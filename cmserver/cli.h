@@ -10,6 +10,7 @@
 #include "cmdline.h"
 
 struct cmserver_args {
+	int mode_index; /* --mode, in the engine names */
 	const char *mode, *listen_text, *secret_file, *spill_dir;
 	const char *threads_text;
 	long ready_fd, report_fd, world_size; /* -1 / 0: not given */

@@ -72,10 +72,7 @@ int main(int argc, char **argv)
 
 	cm_log_init("cmserver", 0);
 	int parsed = cmserver_parse_args(argc, argv, &a, &st);
-	if (parsed == CMDLINE_ERROR)
-		cmdline_bad_usage("cmserver", "%s", st.err);
-	if (parsed != CMDLINE_OK)
-		cmdline_show(&cmserver_cmdline, parsed);
+	cmdline_settle(&cmserver_cmdline, parsed, &st);
 	cm_log_init("cmserver", a.verbosity);
 
 	const struct cm_engine *engine = NULL;

@@ -72,6 +72,14 @@ static int apply(const struct cmdline_opt *o, const char *arg, void *ctx, struct
 		if (in_range)
 			*(long *)field = l;
 		break;
+	case CMDLINE_CHOICE:
+		ok = false;
+		for (int i = 0; o->choices[i]; i++)
+			if (strcmp(arg, o->choices[i]) == 0) {
+				*(int *)field = i;
+				ok = true;
+			}
+		break;
 	case CMDLINE_SIZE:
 	case CMDLINE_DURATION:
 		ok = (o->kind == CMDLINE_SIZE ? cm_parse_size(arg, &u)
@@ -137,6 +145,7 @@ static bool takes_value(const struct cmdline_opt *o)
 	case CMDLINE_LONG:
 	case CMDLINE_SIZE:
 	case CMDLINE_DURATION:
+	case CMDLINE_CHOICE:
 	case CMDLINE_CALL:
 		return true;
 	default:
@@ -430,6 +439,23 @@ void cmdline_show(const struct cmdline_prog *p, int result)
 	else
 		printf("%s\n", p->version);
 	exit(fflush(stdout) == 0 ? 0 : 1);
+}
+
+int cmdline_fail(struct cmdline_state *st, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(st->err, sizeof st->err, fmt, ap);
+	va_end(ap);
+	return CMDLINE_ERROR;
+}
+
+void cmdline_settle(const struct cmdline_prog *p, int result, const struct cmdline_state *st)
+{
+	if (result == CMDLINE_ERROR)
+		cmdline_bad_usage(p->name, "%s", st->err);
+	if (result != CMDLINE_OK)
+		cmdline_show(p, result);
 }
 
 void cmdline_bad_usage(const char *prog, const char *fmt, ...)

@@ -23,6 +23,7 @@ enum cmdline_kind {
 	CMDLINE_LONG,      /* long field, cm_parse_long within [lo, hi] */
 	CMDLINE_SIZE,      /* uint64_t field, cm_parse_size within [ulo, uhi] */
 	CMDLINE_DURATION,  /* uint64_t field in ns, cm_parse_duration within [ulo, uhi] */
+	CMDLINE_CHOICE,    /* int field: the index of the value in choices */
 	CMDLINE_CALL,      /* set alone; takes a value */
 	CMDLINE_CALL_FLAG, /* set alone; takes no value */
 	CMDLINE_HELP,      /* the parse returns CMDLINE_SHOW_HELP */
@@ -42,6 +43,7 @@ struct cmdline_opt {
 	size_t field;     /* CMDLINE_AT(...) into the context, for the plain kinds */
 	long lo, hi;
 	uint64_t ulo, uhi;
+	const char *const *choices; /* CHOICE: the words taken, NULL-terminated */
 	/* Called after the conversion (value in field), or instead of it for
 	 * CALL: 0, or -1 with a message in err (empty: bad is used). */
 	int (*set)(void *ctx, const struct cmdline_opt *o, const char *arg, char *err,
@@ -115,6 +117,16 @@ void cmdline_man(const struct cmdline_prog *p, FILE *out);
 /* What a program does with a result other than CMDLINE_OK or
  * CMDLINE_ERROR: prints the help, version or roff on stdout and exits 0. */
 void cmdline_show(const struct cmdline_prog *p, int result) __attribute__((noreturn));
+
+/* A program's own check refusing the command line: the message (printf
+ * style) into st->err; returns CMDLINE_ERROR. */
+int cmdline_fail(struct cmdline_state *st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* What a program's main does with the result of its parse: returns on
+ * CMDLINE_OK, reports a usage error (exit 2), or shows what was asked for
+ * (exit 0). */
+void cmdline_settle(const struct cmdline_prog *p, int result, const struct cmdline_state *st);
 
 /* "PROG: error: MSG" and "Try 'PROG --help' ..." on stderr, exit 2. */
 void cmdline_bad_usage(const char *prog, const char *fmt, ...)

@@ -132,10 +132,7 @@ int main(int argc, char **argv)
 		remote_exec_main(argc - 2, argv + 2);
 	struct cmdline_state st = {0};
 	int parsed = cmrun_parse_options(argc, argv, &opts, &st);
-	if (parsed == CMDLINE_ERROR)
-		cmdline_bad_usage("cmrun", "%s", st.err);
-	if (parsed != CMDLINE_OK)
-		cmdline_show(&cmrun_cmdline, parsed);
+	cmdline_settle(&cmrun_cmdline, parsed, &st);
 	cm_log_init("cmrun", opts.verbosity);
 	if (opts.print_map) {
 		status = print_map(&opts);

@@ -18,8 +18,8 @@
 #include "launch.h"
 #include "units.h"
 
-static const char *const known_modes[] = {"mono", "thread-per-client", "multiplexer",
-                                          "specialized"};
+static const char *const known_modes[] = {"mono", "thread-per-client", "multiplexer", "specialized",
+                                          NULL};
 
 /* The CM options: a row each, so that a new cmserver option reaches the CMs
  * with one line here and one in the help. */
@@ -56,17 +56,6 @@ static int parse_signal(const char *text)
 	if (cm_parse_long(text, 1, 64, &v) == 0)
 		return (int)v;
 	return -1;
-}
-
-/* A usage error for the caller to report: CMDLINE_ERROR. */
-static int __attribute__((format(printf, 2, 3)))
-usage_error(struct cmdline_state *st, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(st->err, sizeof st->err, fmt, ap);
-	va_end(ap);
-	return CMDLINE_ERROR;
 }
 
 const char *cmrun_transport_name(enum cmrun_transport t)
@@ -120,17 +109,17 @@ static int check_cm_opts(struct cmrun_options *opts, struct cmdline_state *st)
 	const bool *given = opts->cm_opt_given;
 	for (int i = 0; i < CMRUN_CM_OPTS; i++)
 		if (given[i] && opts->transport != CMRUN_TRANSPORT_CM)
-			return usage_error(
+			return cmdline_fail(
 			    st, "%s is a channel memory option: it applies to --transport cm only",
 			    cm_opt_specs[i].flag);
 	if (given[CMRUN_CM_THREADS] && strcmp(opts->mode, "multiplexer") != 0 &&
 	    strcmp(opts->mode, "specialized") != 0)
-		return usage_error(
+		return cmdline_fail(
 		    st, "--threads applies to --mode multiplexer and specialized, not %s",
 		    opts->mode);
 	if (given[CMRUN_CM_NO_SPILL] && given[CMRUN_CM_SPILL_DIR])
-		return usage_error(st,
-		                   "--no-spill and --spill-dir contradict each other: drop one");
+		return cmdline_fail(st,
+		                    "--no-spill and --spill-dir contradict each other: drop one");
 	if (!given[CMRUN_CM_SPILL_DIR])
 		return CMDLINE_OK;
 	char *dir = opts->cm_opt_value[CMRUN_CM_SPILL_DIR];
@@ -143,22 +132,22 @@ static int check_cm_opts(struct cmrun_options *opts, struct cmdline_state *st)
 	/* A relative name would mean the launcher's directory on a remote
 	 * host (ssh: the home directory), not the one cmrun runs in. */
 	if (any_remote && dir[0] != '/')
-		return usage_error(
+		return cmdline_fail(
 		    st, "--spill-dir %s: CMs on other hosts need an absolute directory", dir);
 	if (!any_local)
 		return CMDLINE_OK;
 	struct stat sb;
 	char real[PATH_MAX];
 	if (stat(dir, &sb) < 0)
-		return usage_error(st, "--spill-dir %s: %s", dir, strerror(errno));
+		return cmdline_fail(st, "--spill-dir %s: %s", dir, strerror(errno));
 	if (!S_ISDIR(sb.st_mode))
-		return usage_error(st, "--spill-dir %s: not a directory", dir);
+		return cmdline_fail(st, "--spill-dir %s: not a directory", dir);
 	if (access(dir, W_OK | X_OK) < 0)
-		return usage_error(st, "--spill-dir %s: the CMs cannot write there: %s", dir,
-		                   strerror(errno));
+		return cmdline_fail(st, "--spill-dir %s: the CMs cannot write there: %s", dir,
+		                    strerror(errno));
 	if (realpath(dir, real) == NULL || strlen(real) + 16 >= PATH_MAX)
-		return usage_error(st, "--spill-dir %s: %s", dir,
-		                   strerror(errno ? errno : ENAMETOOLONG));
+		return cmdline_fail(st, "--spill-dir %s: %s", dir,
+		                    strerror(errno ? errno : ENAMETOOLONG));
 	memcpy(dir, real, strlen(real) + 1);
 	return CMDLINE_OK;
 }
@@ -183,23 +172,23 @@ static int parse_placement(struct cmrun_options *opts, const char *hosts_file,
 {
 	char err[512];
 	if (hosts_file && host_list)
-		return usage_error(st, "--hosts and --host both give the hosts: use one");
+		return cmdline_fail(st, "--hosts and --host both give the hosts: use one");
 	if (hosts_file) {
 		if (hosts_parse_file(hosts_file, &opts->hosts, err, sizeof err) < 0)
-			return usage_error(st, "%s", err);
+			return cmdline_fail(st, "%s", err);
 		opts->hosts_source = hosts_file;
 	} else if (host_list) {
 		if (hosts_parse_list(host_list, &opts->hosts, err, sizeof err) < 0)
-			return usage_error(st, "%s", err);
+			return cmdline_fail(st, "%s", err);
 		opts->hosts_source = "--host";
 	} else {
 		/* One machine, one label, a slot per rank. */
 		if (hosts_parse_list("localhost", &opts->hosts, err, sizeof err) < 0)
-			return usage_error(st, "%s", err);
+			return cmdline_fail(st, "%s", err);
 		opts->hosts.list[0].slots = opts->hosts.total_slots = opts->nranks;
 	}
 	if (opts->hosts.total_slots < opts->nranks)
-		return usage_error(
+		return cmdline_fail(
 		    st,
 		    "-n %d needs %d slots, and the hosts of %s have %d (give hosts more "
 		    "with slots=N or NAME:N)",
@@ -209,16 +198,16 @@ static int parse_placement(struct cmrun_options *opts, const char *hosts_file,
 		size_t len = (size_t)(strrchr(kill_host_text, '@') - kill_host_text);
 		snprintf(name, sizeof name, "%.*s", (int)len, kill_host_text);
 		if (hosts_file == NULL && host_list == NULL)
-			return usage_error(
+			return cmdline_fail(
 			    st, "--kill-host goes with --hosts or --host (hosts to kill)");
 		opts->kill_host = hosts_find(&opts->hosts, name);
 		if (opts->kill_host < 0)
-			return usage_error(st, "--kill-host %s: no host '%s' in %s", kill_host_text,
-			                   name, opts->hosts_source);
+			return cmdline_fail(st, "--kill-host %s: no host '%s' in %s",
+			                    kill_host_text, name, opts->hosts_source);
 	}
 	opts->hosts.map_by = map_by;
 	if (hosts_place(&opts->hosts, opts->nranks) < 0)
-		return usage_error(st, "out of memory");
+		return cmdline_fail(st, "out of memory");
 	return CMDLINE_OK;
 }
 
@@ -228,67 +217,15 @@ static int parse_placement(struct cmrun_options *opts, const char *hosts_file,
 struct cmrun_parse {
 	struct cmrun_options o;
 	long nranks, ncms, replicas, kill_replica, max_restarts, kill_count, port_base;
+	int mode, transport, cm_socket, map_by; /* indexes in their rows' choices */
 	uint64_t ckpt_every_ns;
 	const char *hosts_file, *host_list, *kill_host_text, *kill_rank_text, *launch_text;
-	enum map_policy map_by;
 };
-
-static int set_mode(void *ctx, const struct cmdline_opt *o, const char *arg, char *err,
-                    size_t errlen)
-{
-	for (size_t i = 0; i < sizeof known_modes / sizeof known_modes[0]; i++)
-		if (strcmp(arg, known_modes[i]) == 0) {
-			((struct cmrun_options *)ctx)->mode = known_modes[i];
-			return 0;
-		}
-	return -1;
-}
-
-/* A word of a small set, stored as its index: "cm" or "direct" ... */
-static int set_word(int *out, const char *const *words, size_t n, const char *arg)
-{
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(arg, words[i]) == 0) {
-			*out = (int)i;
-			return 0;
-		}
-	return -1;
-}
 
 #define SET_FN(fn)                                                                                 \
 	static int fn(void *ctx, const struct cmdline_opt *o, const char *arg, char *err,          \
 	              size_t errlen)
 #define P ((struct cmrun_parse *)ctx)
-
-SET_FN(set_transport)
-{
-	static const char *const words[] = {"cm", "direct"};
-	int i;
-	if (set_word(&i, words, 2, arg) < 0)
-		return -1;
-	P->o.transport = i ? CMRUN_TRANSPORT_DIRECT : CMRUN_TRANSPORT_CM;
-	return 0;
-}
-
-SET_FN(set_cm_socket)
-{
-	static const char *const words[] = {"auto", "tcp"};
-	int i;
-	if (set_word(&i, words, 2, arg) < 0)
-		return -1;
-	P->o.cm_socket_tcp = i == 1;
-	return 0;
-}
-
-SET_FN(set_map_by)
-{
-	static const char *const words[] = {"slot", "host"};
-	int i;
-	if (set_word(&i, words, 2, arg) < 0)
-		return -1;
-	P->map_by = i ? MAP_BY_HOST : MAP_BY_SLOT;
-	return 0;
-}
 
 SET_FN(set_text)
 {
@@ -409,11 +346,12 @@ static const struct cmdline_opt cmrun_opts[] = {
      .bad = "--cms takes a number of channel memories from 1 to {hi}, not '{}'",
      .help = "channel memories to start (1..{hi}, default 1; transport cm)",
      .man = "Rank\n.I r\nhas CM\n.I r\nmod\n.I K\nas its home."},
-    {"mode", .kind = CMDLINE_CALL, .meta = "M", .set = set_mode,
+    {"mode", .kind = CMDLINE_CHOICE, .meta = "M", .field = AT(mode, int), .choices = known_modes,
      .bad = "--mode takes mono, thread-per-client, multiplexer or specialized, not '{}'",
      .help = "cmserver mode: mono, thread-per-client, multiplexer,\n"
              "specialized (default mono; transport cm)"},
-    {"transport", .kind = CMDLINE_CALL, .meta = "T", .set = set_transport,
+    {"transport", .kind = CMDLINE_CHOICE, .meta = "T", .field = AT(transport, int),
+     .choices = (const char *const[]){"cm", "direct", NULL},
      .bad = "--transport takes cm or direct, not '{}'",
      .help = "cm (default: every message through a channel memory)\n"
              "or direct (TCP between ranks, no fault tolerance)"},
@@ -428,7 +366,8 @@ static const struct cmdline_opt cmrun_opts[] = {
      .ulo = 1, .uhi = UINT32_MAX,
      .bad = "--max-message takes a size from 1 byte to 4GiB-1 such as 64MiB, not '{}'",
      .help = "largest message payload the CMs accept (e.g. 64MiB)"},
-    {"cm-socket", .kind = CMDLINE_CALL, .meta = "S", .set = set_cm_socket,
+    {"cm-socket", .kind = CMDLINE_CHOICE, .meta = "S", .field = AT(cm_socket, int),
+     .choices = (const char *const[]){"auto", "tcp", NULL},
      .bad = "--cm-socket takes auto or tcp, not '{}'",
      .help = "how ranks reach their CMs: auto (default: an abstract\n"
              "unix socket when rank and CM are on the same host,\n"
@@ -532,7 +471,8 @@ static const struct cmdline_opt cmrun_opts[] = {
              "role rank)"},
     {"host", .kind = CMDLINE_STRING, .meta = "LIST", .field = AT(host_list, const char *),
      .help = "the same inline: a,b:2,c (NAME[:SLOTS], role rank)"},
-    {"map-by", .kind = CMDLINE_CALL, .meta = "P", .set = set_map_by,
+    {"map-by", .kind = CMDLINE_CHOICE, .meta = "P", .field = AT(map_by, int),
+     .choices = (const char *const[]){"slot", "host", NULL},
      .bad = "--map-by takes slot or host, not '{}'",
      .help = "slot (fill each host's slots in turn, default) or\n"
              "host (round robin over the rank hosts)"},
@@ -608,11 +548,11 @@ static int check_all(struct cmrun_parse *P, int argc, char **argv, struct cmdlin
 	    GIVEN("kill-rank") || GIVEN("kill-count") || GIVEN("kill-signal") || GIVEN("seed");
 	const char *kill_host_text = P->kill_host_text;
 	if (!GIVEN("np"))
-		return usage_error(st, "missing -n N (the number of ranks)");
+		return cmdline_fail(st, "missing -n N (the number of ranks)");
 	if (st->optind >= argc)
-		return usage_error(st, "no program to run");
+		return cmdline_fail(st, "no program to run");
 	if (argv[st->optind][0] == '\0')
-		return usage_error(st, "the program name is empty");
+		return cmdline_fail(st, "the program name is empty");
 	opts->nranks = (int)P->nranks;
 	opts->ncms = (int)P->ncms;
 	opts->replicas = (int)P->replicas;
@@ -620,65 +560,69 @@ static int check_all(struct cmrun_parse *P, int argc, char **argv, struct cmdlin
 	opts->max_restarts = (int)P->max_restarts;
 	opts->kill_count = (int)P->kill_count;
 	opts->port_base = (int)P->port_base;
+	opts->mode = known_modes[P->mode];
+	opts->transport = P->transport ? CMRUN_TRANSPORT_DIRECT : CMRUN_TRANSPORT_CM;
+	opts->cm_socket_tcp = P->cm_socket == 1;
+	enum map_policy map_by = P->map_by ? MAP_BY_HOST : MAP_BY_SLOT;
 	if (have_replicate) {
 		if (GIVEN("transport"))
-			return usage_error(st,
-			                   "--replicate runs its own transport (a direct mesh of "
-			                   "replicas): drop --transport");
+			return cmdline_fail(st,
+			                    "--replicate runs its own transport (a direct mesh of "
+			                    "replicas): drop --transport");
 		opts->transport = CMRUN_TRANSPORT_REPL;
 		if ((long)opts->nranks * opts->replicas > CMRUN_MAX_RANKS)
-			return usage_error(st,
-			                   "-n %d with --replicate %d is more than %d processes",
-			                   opts->nranks, opts->replicas, CMRUN_MAX_RANKS);
+			return cmdline_fail(st,
+			                    "-n %d with --replicate %d is more than %d processes",
+			                    opts->nranks, opts->replicas, CMRUN_MAX_RANKS);
 		if (opts->kill_every_ns || have_kill_opts)
-			return usage_error(st, "--kill-every does not apply to --replicate (use "
-			                       "--kill-at with --kill-replica)");
+			return cmdline_fail(st, "--kill-every does not apply to --replicate (use "
+			                        "--kill-at with --kill-replica)");
 		if (kill_host_text)
-			return usage_error(st, "--kill-host does not apply to --replicate (use "
-			                       "--kill-at with --kill-replica)");
+			return cmdline_fail(st, "--kill-host does not apply to --replicate (use "
+			                        "--kill-at with --kill-replica)");
 	}
 	if (opts->kill_replica >= 0 &&
 	    (!have_replicate || opts->kill_at_rank < 0 || opts->kill_replica >= opts->replicas))
-		return usage_error(
+		return cmdline_fail(
 		    st, "--kill-replica K goes with --replicate r (K < r) and --kill-at");
 	if (opts->transport != CMRUN_TRANSPORT_CM &&
 	    (GIVEN("cms") || GIVEN("mode") || GIVEN("max-message") || GIVEN("cm-socket")))
-		return usage_error(st, "--cms, --mode, --max-message and --cm-socket apply to "
-		                       "--transport cm only");
+		return cmdline_fail(st, "--cms, --mode, --max-message and --cm-socket apply to "
+		                        "--transport cm only");
 	if (have_kill_opts && opts->kill_every_ns == 0)
-		return usage_error(st, "--kill-rank, --kill-count, --kill-signal and --seed go "
-		                       "with --kill-every");
+		return cmdline_fail(st, "--kill-rank, --kill-count, --kill-signal and --seed go "
+		                        "with --kill-every");
 	/* Kills aimed at one rank all count against its restarts: by default
 	 * no more than it may survive, so the documented example succeeds. */
 	if (!GIVEN("kill-count") && opts->kill_rank >= 0 && opts->kill_count > opts->max_restarts)
 		opts->kill_count = opts->max_restarts > 0 ? opts->max_restarts : 1;
 #undef GIVEN
 	if (opts->kill_rank >= opts->nranks)
-		return usage_error(st, "--kill-rank %s: the job has ranks 0 to %d",
-		                   P->kill_rank_text, opts->nranks - 1);
+		return cmdline_fail(st, "--kill-rank %s: the job has ranks 0 to %d",
+		                    P->kill_rank_text, opts->nranks - 1);
 	if (opts->kill_at_rank >= opts->nranks)
-		return usage_error(st, "--kill-at: rank %d is not in the job (ranks 0 to %d)",
-		                   opts->kill_at_rank, opts->nranks - 1);
+		return cmdline_fail(st, "--kill-at: rank %d is not in the job (ranks 0 to %d)",
+		                    opts->kill_at_rank, opts->nranks - 1);
 	if (opts->transport == CMRUN_TRANSPORT_DIRECT &&
 	    (opts->kill_every_ns || opts->kill_at_rank >= 0 || kill_host_text))
-		return usage_error(st, "fault injection (--kill-every, --kill-at, --kill-host) "
-		                       "needs --transport cm: the direct transport cannot restart "
-		                       "a rank");
+		return cmdline_fail(st, "fault injection (--kill-every, --kill-at, --kill-host) "
+		                        "needs --transport cm: the direct transport cannot restart "
+		                        "a rank");
 	if (opts->ckpt_every && opts->ckpt_dir == NULL)
-		return usage_error(st,
-		                   "--ckpt-every goes with --ckpt-dir (where the checkpoints go)");
+		return cmdline_fail(st,
+		                    "--ckpt-every goes with --ckpt-dir (where the checkpoints go)");
 	if (opts->ckpt_dir && opts->transport != CMRUN_TRANSPORT_CM)
-		return usage_error(st, "--ckpt-dir needs --transport cm: only a rank restarted "
-		                       "from a channel memory's log can resume from a checkpoint");
-	if (parse_placement(opts, P->hosts_file, P->host_list, kill_host_text, P->map_by, st) < 0)
+		return cmdline_fail(st, "--ckpt-dir needs --transport cm: only a rank restarted "
+		                        "from a channel memory's log can resume from a checkpoint");
+	if (parse_placement(opts, P->hosts_file, P->host_list, kill_host_text, map_by, st) < 0)
 		return CMDLINE_ERROR;
 	if (launch_configure(opts, P->launch_text, st->err, sizeof st->err) < 0)
 		return CMDLINE_ERROR;
 	if (check_cm_opts(opts, st) < 0)
 		return CMDLINE_ERROR;
 	if (opts->port_base + (long)opts->nranks * opts->replicas > 65536)
-		return usage_error(st, "--port-base %d: %d processes would need ports past 65535",
-		                   opts->port_base, opts->nranks * opts->replicas);
+		return cmdline_fail(st, "--port-base %d: %d processes would need ports past 65535",
+		                    opts->port_base, opts->nranks * opts->replicas);
 	opts->program_argv = &argv[st->optind];
 	return CMDLINE_OK;
 }
@@ -689,8 +633,7 @@ int cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts, struc
 	bool given[sizeof cmrun_opts / sizeof cmrun_opts[0]];
 	memset(&P, 0, sizeof P);
 	P.o.ncms = 1;
-	P.o.mode = "mono";
-	P.o.transport = CMRUN_TRANSPORT_CM;
+	P.o.mode = known_modes[0];
 	P.o.kill_rank = -1;
 	P.o.kill_signal = SIGKILL;
 	P.o.kill_at_rank = -1;
@@ -703,7 +646,6 @@ int cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts, struc
 	P.replicas = 1;
 	P.kill_replica = -1;
 	P.port_base = CMRUN_DEFAULT_PORT_BASE;
-	P.map_by = MAP_BY_SLOT;
 	st->given = given;
 	int r = cmdline_parse(&cmrun_cmdline, argc, argv, &P, st);
 	if (r == CMDLINE_OK)
