@@ -93,14 +93,13 @@ static int apply(const struct cmdline_opt *o, const char *arg, void *ctx, struct
 	}
 	st->err[0] = '\0';
 	if (ok && !in_range) {
-		fail(st, o->bad_range ? o->bad_range : o->bad, "option '{}' has a bad value", o,
-		     arg);
+		fail(st, o->bad_range ? o->bad_range : o->bad, "bad value '{}'", o, arg);
 		return -1;
 	}
 	if (ok && o->set && o->set(ctx, o, arg, st->err, sizeof st->err) < 0)
 		ok = false;
 	if (!ok && st->err[0] == '\0')
-		fail(st, o->bad, "option '{}' has a bad value", o, arg);
+		fail(st, o->bad, "bad value '{}'", o, arg);
 	return ok ? 0 : -1;
 }
 
