@@ -1,5 +1,6 @@
-/* MPI_Bcast: a binomial tree for short messages, a segmented pipeline
- * along a chain for long ones (the cost model in mpi_coll_model.c picks). */
+/* MPI_Bcast: the root sending to all for short messages on few ranks, a
+ * binomial tree for short messages, a segmented pipeline along a chain for
+ * long ones (the cost model in mpi_coll_model.c picks). */
 #include <stdlib.h>
 
 #include "mpi_coll_internal.h"
@@ -35,6 +36,30 @@ static int bcast_binomial(struct cm_coll *k, void *buf, size_t count,
 		n++;
 	}
 	return cm_coll_waitall(k, reqs, n);
+}
+
+/* Flat: the root sends to every rank at once. One hop on the critical
+ * path instead of ceil(log2 P), at P - 1 sends by the root: the short
+ * broadcasts of small communicators, where a message's latency outweighs
+ * the root's per-message overhead. */
+static int bcast_flat(struct cm_coll *k, void *buf, size_t count, const struct cm_mpi_datatype *t,
+                      int root)
+{
+	int P = k->c->size, rank = k->c->rank;
+	if (rank != root)
+		return cm_coll_recv(k, buf, count, t, root, 0);
+	struct cm_mpi_request **reqs = calloc((size_t)P, sizeof *reqs);
+	if (!reqs)
+		return MPI_ERR_NO_MEM;
+	int rc = MPI_SUCCESS;
+	for (int s = 1; !rc && s < P; s++)
+		rc = cm_coll_isend(k, buf, count, t, (root + s) % P, 0, &reqs[s]);
+	if (rc)
+		cm_coll_abandon(k, reqs, P);
+	else
+		rc = cm_coll_waitall(k, reqs, P);
+	free(reqs);
+	return rc;
 }
 
 /* Segmented chain (pipeline) over the ranks root, root+1, ... : each rank
@@ -101,8 +126,11 @@ int cm_coll_bcast(struct cm_mpi_comm *c, void *buf, size_t count, const struct c
 	if (c->size == 1 || len == 0)
 		return MPI_SUCCESS;
 	cm_coll_begin(&k, c, CM_COLL_TAG_BCAST);
-	if (cm_coll_bcast_alg(c, len) == CM_BCAST_BINOMIAL)
+	enum cm_bcast_alg alg = cm_coll_bcast_alg(c, len);
+	if (alg == CM_BCAST_BINOMIAL)
 		return bcast_binomial(&k, buf, count, t, root);
+	if (alg == CM_BCAST_FLAT)
+		return bcast_flat(&k, buf, count, t, root);
 	if (t->contiguous)
 		return bcast_chain(&k, CM_COLL_AT(buf, t->lb), len, root);
 	char *packed;

@@ -161,9 +161,14 @@ static inline ptrdiff_t cm_coll_offset(const struct cm_mpi_datatype *t, long lon
 
 /* ---- cost model (mpi_coll_model.c, see docs/collectives.md) ---- */
 
-enum cm_bcast_alg { CM_BCAST_BINOMIAL, CM_BCAST_CHAIN };
-enum cm_reduce_alg { CM_REDUCE_BINOMIAL, CM_REDUCE_RING };
-enum cm_allreduce_alg { CM_ALLREDUCE_DOUBLING, CM_ALLREDUCE_RING, CM_ALLREDUCE_REDUCE_BCAST };
+enum cm_bcast_alg { CM_BCAST_BINOMIAL, CM_BCAST_CHAIN, CM_BCAST_FLAT };
+enum cm_reduce_alg { CM_REDUCE_BINOMIAL, CM_REDUCE_RING, CM_REDUCE_HALVING };
+enum cm_allreduce_alg {
+	CM_ALLREDUCE_DOUBLING,
+	CM_ALLREDUCE_RING,
+	CM_ALLREDUCE_HALVING,
+	CM_ALLREDUCE_REDUCE_BCAST
+};
 enum cm_allgather_alg { CM_ALLGATHER_BRUCK, CM_ALLGATHER_RING };
 enum cm_scan_alg { CM_SCAN_DOUBLING, CM_SCAN_CHAIN };
 enum cm_reduce_scatter_alg { CM_REDUCE_SCATTER_REDUCE, CM_REDUCE_SCATTER_RING };

@@ -111,14 +111,24 @@ static double bcast_chain(const struct model *md, int P, double m)
 	return estimate(md, (P - 1) * (gap(md, s) + md->L) + (k - 1) * gap(md, s), (P - 1) * m);
 }
 
+/* the root's P - 1 sends back to back, the last one L later at its leaf */
+static double bcast_flat(const struct model *md, int P, double m)
+{
+	return estimate(md, (P - 1) * gap(md, m) + md->L, (P - 1) * m);
+}
+
 static double bcast_best(const struct model *md, int P, double m, enum cm_bcast_alg *alg)
 {
-	double tree = bcast_binomial(md, P, m);
+	double best = bcast_binomial(md, P, m), t;
+	enum cm_bcast_alg a = CM_BCAST_BINOMIAL;
 	/* P <= 2: one message either way */
-	double chain = P > 2 ? bcast_chain(md, P, m) : tree;
+	if (P > 2 && (t = bcast_chain(md, P, m)) < best)
+		best = t, a = CM_BCAST_CHAIN;
+	if (P > 2 && (t = bcast_flat(md, P, m)) < best)
+		best = t, a = CM_BCAST_FLAT;
 	if (alg)
-		*alg = chain < tree ? CM_BCAST_CHAIN : CM_BCAST_BINOMIAL;
-	return chain < tree ? chain : tree;
+		*alg = a;
+	return best;
 }
 
 enum cm_bcast_alg cm_coll_bcast_alg(const struct cm_mpi_comm *c, size_t bytes)
@@ -142,14 +152,43 @@ static double reduce_ring(const struct model *md, int P, double m)
 	return estimate(md, path, (P - 1) * m + (P - 1) * b);
 }
 
+/* The fold of the P - p2 extra ranks before a power-of-two scheme (one
+ * vector sent and combined), and the recursive halving reduce-scatter
+ * among the p2 others: log2 p2 messages carrying (p2-1)/p2 of the vector,
+ * as much combined. */
+static double fold_in(const struct model *md, int P, double m)
+{
+	return P > (1 << floor_log2(P)) ? gap(md, m) + md->L + m * md->gamma : 0;
+}
+
+static double halving_path(const struct model *md, int P, double m)
+{
+	int f = floor_log2(P);
+	double part = (double)((1 << f) - 1) / (1 << f) * m;
+	return fold_in(md, P, m) + f * (md->o + md->L) + part * (md->G + md->gamma);
+}
+
+/* Halving, then the p2 blocks gathered at the root. */
+static double reduce_halving(const struct model *md, int P, double m)
+{
+	int p2 = 1 << floor_log2(P);
+	double b = m / p2;
+	double path = halving_path(md, P, m) + (p2 - 1) * gap(md, b) + md->L;
+	return estimate(md, path, (p2 - 1) * m + (P - p2) * m + (p2 - 1) * b);
+}
+
 static double reduce_best(const struct model *md, int P, double m, int ring_ok,
                           enum cm_reduce_alg *alg)
 {
-	double tree = reduce_binomial(md, P, m);
-	double ring = ring_ok && P > 2 ? reduce_ring(md, P, m) : tree;
+	double best = reduce_binomial(md, P, m), t;
+	enum cm_reduce_alg a = CM_REDUCE_BINOMIAL;
+	if (ring_ok && P > 2 && (t = reduce_ring(md, P, m)) < best)
+		best = t, a = CM_REDUCE_RING;
+	if (ring_ok && P > 2 && (t = reduce_halving(md, P, m)) < best)
+		best = t, a = CM_REDUCE_HALVING;
 	if (alg)
-		*alg = ring < tree ? CM_REDUCE_RING : CM_REDUCE_BINOMIAL;
-	return ring < tree ? ring : tree;
+		*alg = a;
+	return best;
 }
 
 enum cm_reduce_alg cm_coll_reduce_alg(const struct cm_mpi_comm *c, size_t bytes, int ring_ok)
@@ -178,6 +217,16 @@ static double allreduce_ring(const struct model *md, int P, double m)
 	return estimate(md, path, 2.0 * (P - 1) * m);
 }
 
+/* Halving, then recursive doubling of the blocks, then the result to the
+ * folded ranks. */
+static double allreduce_halving(const struct model *md, int P, double m)
+{
+	int f = floor_log2(P), p2 = 1 << f;
+	double path = halving_path(md, P, m) + f * (md->o + md->L) +
+	              (double)(p2 - 1) / p2 * m * md->G + (P > p2 ? gap(md, m) + md->L : 0);
+	return estimate(md, path, 2.0 * (p2 - 1) * m + 2.0 * (P - p2) * m);
+}
+
 enum cm_allreduce_alg cm_coll_allreduce_alg(const struct cm_mpi_comm *c, size_t bytes, int ring_ok)
 {
 	struct model md = model_of(c);
@@ -192,8 +241,12 @@ enum cm_allreduce_alg cm_coll_allreduce_alg(const struct cm_mpi_comm *c, size_t 
 		best = t;
 		alg = CM_ALLREDUCE_REDUCE_BCAST;
 	}
-	if (ring_ok && allreduce_ring(&md, P, m) < best)
+	if (ring_ok && (t = allreduce_ring(&md, P, m)) < best) {
+		best = t;
 		alg = CM_ALLREDUCE_RING;
+	}
+	if (ring_ok && allreduce_halving(&md, P, m) < best)
+		alg = CM_ALLREDUCE_HALVING;
 	return alg;
 }
 

@@ -73,6 +73,160 @@ static size_t max_of(const size_t *v, int n)
 	return m;
 }
 
+/* ---- Recursive halving (Rabenseifner), commutative ops ----
+ *
+ * Over the largest power of two p2 <= P: the first 2 (P - p2) ranks pair
+ * up beforehand (2i sends its vector to 2i + 1, which folds it in) and
+ * 2i takes no further part. The p2 remaining ranks ("new ranks" 0 .. p2-1,
+ * in rank order) split the vector into p2 blocks. At the step of distance
+ * d (p2/2 down to 1) a rank keeps the half of its current range of blocks
+ * on its side of bit d, sends the other half to its partner (new rank
+ * xor d) and folds the partner's copy of its own half in: after log2 p2
+ * steps new rank i holds block i reduced over all ranks, having sent
+ * (p2-1)/p2 of the vector in log2 p2 messages. Each block is reduced by
+ * one rank only, so whoever receives it afterwards gets the same bits. */
+struct halving {
+	int p2, rem, newrank; /* newrank -1: folded into rank + 1 */
+	size_t *off;          /* p2 + 1 item offsets of the blocks */
+};
+
+static int halving_init(struct halving *h, int P, int rank, size_t count)
+{
+	h->p2 = 1;
+	while (h->p2 * 2 <= P)
+		h->p2 *= 2;
+	h->rem = P - h->p2;
+	if (rank < 2 * h->rem)
+		h->newrank = rank % 2 ? rank / 2 : -1;
+	else
+		h->newrank = rank - h->rem;
+	h->off = malloc(((size_t)h->p2 + 1) * sizeof *h->off);
+	if (!h->off)
+		return MPI_ERR_NO_MEM;
+	size_t base = count / (size_t)h->p2, extra = count % (size_t)h->p2;
+	h->off[0] = 0;
+	for (int i = 0; i < h->p2; i++)
+		h->off[i + 1] = h->off[i] + base + ((size_t)i < extra);
+	return MPI_SUCCESS;
+}
+
+static int halving_rank(const struct halving *h, int newrank)
+{
+	return newrank < h->rem ? newrank * 2 + 1 : newrank + h->rem;
+}
+
+/* Items of blocks [a, a + n). */
+static size_t halving_span(const struct halving *h, int a, int n)
+{
+	return h->off[a + n] - h->off[a];
+}
+
+/* The fold (phase 0) and the halving steps (phase 1) in acc, which holds
+ * this rank's input; tmp holds count items. Afterwards a rank with
+ * newrank >= 0 has its block reduced in acc. */
+static int halving_reduce_scatter(struct cm_coll *k, const struct halving *h, char *acc, char *tmp,
+                                  size_t count, const struct cm_mpi_datatype *t,
+                                  const struct cm_mpi_op *op)
+{
+	int rank = k->c->rank, rc;
+	if (h->newrank < 0)
+		return cm_coll_send(k, acc, count, t, rank + 1, 0);
+	if (rank < 2 * h->rem) {
+		rc = cm_coll_recv(k, tmp, count, t, rank - 1, 0);
+		if (!rc)
+			rc = cm_mpi_op_apply(op, t, tmp, acc, count);
+		if (rc)
+			return rc;
+	}
+	int lo = 0;
+	for (int d = h->p2 / 2; d > 0; d >>= 1) {
+		int keep = h->newrank & d ? lo + d : lo, give = h->newrank & d ? lo : lo + d;
+		int peer = halving_rank(h, h->newrank ^ d);
+		rc = cm_coll_sendrecv(k, ITEM(acc, t, h->off[give]), halving_span(h, give, d), t,
+		                      peer, tmp, halving_span(h, keep, d), t, peer, 1);
+		if (!rc)
+			rc = cm_mpi_op_apply(op, t, tmp, ITEM(acc, t, h->off[keep]),
+			                     halving_span(h, keep, d));
+		if (rc)
+			return rc;
+		lo = keep;
+	}
+	return MPI_SUCCESS;
+}
+
+/* Reduce-scatter by recursive halving, then recursive doubling to gather
+ * every block on every new rank (phase 2), then the result to the folded
+ * ranks (phase 3): 2 log2 p2 steps, 2 (p2-1)/p2 of the vector sent. */
+static int allreduce_halving(struct cm_coll *k, const void *input, void *recvbuf, size_t count,
+                             const struct cm_mpi_datatype *t, const struct cm_mpi_op *op)
+{
+	struct halving h;
+	int rank = k->c->rank;
+	int rc = halving_init(&h, k->c->size, rank, count);
+	if (rc)
+		return rc;
+	char *tmp;
+	void *tmp_block = cm_coll_alloc_typed(t, count, &tmp);
+	rc = tmp_block ? cm_coll_copy_typed(t, count, input, recvbuf) : MPI_ERR_NO_MEM;
+	if (!rc)
+		rc = halving_reduce_scatter(k, &h, recvbuf, tmp, count, t, op);
+	for (int d = 1; !rc && h.newrank >= 0 && d < h.p2; d <<= 1) {
+		int mine = h.newrank & ~(d - 1), theirs = (h.newrank ^ d) & ~(d - 1);
+		int peer = halving_rank(&h, h.newrank ^ d);
+		rc = cm_coll_sendrecv(k, ITEM(recvbuf, t, h.off[mine]), halving_span(&h, mine, d),
+		                      t, peer, ITEM(recvbuf, t, h.off[theirs]),
+		                      halving_span(&h, theirs, d), t, peer, 2);
+	}
+	if (!rc && h.newrank < 0)
+		rc = cm_coll_recv(k, recvbuf, count, t, rank + 1, 3);
+	else if (!rc && rank < 2 * h.rem)
+		rc = cm_coll_send(k, recvbuf, count, t, rank - 1, 3);
+	cm_coll_free(k, tmp_block);
+	free(h.off);
+	return rc;
+}
+
+/* Reduce-scatter by recursive halving, then every block straight to the
+ * root (phase 2), which may be a folded rank. */
+static int reduce_halving(struct cm_coll *k, const void *input, void *recvbuf, size_t count,
+                          const struct cm_mpi_datatype *t, const struct cm_mpi_op *op, int root)
+{
+	struct halving h;
+	int rank = k->c->rank;
+	int rc = halving_init(&h, k->c->size, rank, count);
+	if (rc)
+		return rc;
+	char *tmp, *acc = recvbuf;
+	void *acc_block = NULL, *tmp_block = cm_coll_alloc_typed(t, count, &tmp);
+	if (rank != root)
+		acc_block = cm_coll_alloc_typed(t, count, &acc);
+	rc = tmp_block && (rank == root || acc_block) ? cm_coll_copy_typed(t, count, input, acc)
+	                                              : MPI_ERR_NO_MEM;
+	if (!rc)
+		rc = halving_reduce_scatter(k, &h, acc, tmp, count, t, op);
+	if (!rc && rank != root && h.newrank >= 0) {
+		rc = cm_coll_send(k, ITEM(acc, t, h.off[h.newrank]), halving_span(&h, h.newrank, 1),
+		                  t, root, 2);
+	} else if (!rc && rank == root) {
+		struct cm_mpi_request **reqs = calloc((size_t)h.p2, sizeof *reqs);
+		rc = reqs ? MPI_SUCCESS : MPI_ERR_NO_MEM;
+		for (int i = 0; !rc && i < h.p2; i++)
+			if (i != h.newrank)
+				rc =
+				    cm_coll_irecv(k, ITEM(acc, t, h.off[i]), halving_span(&h, i, 1),
+				                  t, halving_rank(&h, i), 2, &reqs[i]);
+		if (rc && reqs)
+			cm_coll_abandon(k, reqs, h.p2);
+		else if (reqs)
+			rc = cm_coll_waitall(k, reqs, h.p2);
+		free(reqs);
+	}
+	cm_coll_free(k, acc_block);
+	cm_coll_free(k, tmp_block);
+	free(h.off);
+	return rc;
+}
+
 /* ---- Reduce ---- */
 
 /* Binomial tree. A rank receives the partial results of the subtrees
@@ -182,9 +336,14 @@ int cm_coll_reduce(struct cm_mpi_comm *c, const void *sendbuf, void *recvbuf, si
 		return MPI_SUCCESS;
 	cm_coll_begin(&k, c, tag);
 	int ring_ok = cm_mpi_op_commutative(op);
-	if (cm_coll_reduce_alg(c, count * t->size, ring_ok) == CM_REDUCE_RING)
+	switch (cm_coll_reduce_alg(c, count * t->size, ring_ok)) {
+	case CM_REDUCE_RING:
 		return reduce_ring(&k, input, recvbuf, count, t, op, root);
-	return reduce_binomial(&k, input, recvbuf, count, t, op, root);
+	case CM_REDUCE_HALVING:
+		return reduce_halving(&k, input, recvbuf, count, t, op, root);
+	default:
+		return reduce_binomial(&k, input, recvbuf, count, t, op, root);
+	}
 }
 
 int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
@@ -326,6 +485,9 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
 			break;
 		case CM_ALLREDUCE_RING:
 			rc = allreduce_ring(&k, input, recvbuf, n, t, o);
+			break;
+		case CM_ALLREDUCE_HALVING:
+			rc = allreduce_halving(&k, input, recvbuf, n, t, o);
 			break;
 		case CM_ALLREDUCE_REDUCE_BCAST:
 			rc = cm_coll_reduce(c, in_place && c->rank == 0 ? NULL : input, recvbuf, n,

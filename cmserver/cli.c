@@ -45,6 +45,13 @@ static uint64_t default_log_mem(void)
 static const char *const modes[] = {"mono", "thread-per-client", "multiplexer", "specialized",
                                     NULL};
 
+static int set_journal(void *ctx, const struct cmdline_opt *o, const char *arg, char *err,
+                       size_t errlen)
+{
+	((struct cmserver_args *)ctx)->journal_path = arg;
+	return *arg == '\0' ? -1 : 0;
+}
+
 #define AT(M, T) CMDLINE_AT(struct cmserver_args, M, T)
 #define S CMDLINE_STR
 #define NOT_A_SIZE "'{}': not a size (examples: 65536, 64K, 4MiB, 1G)"
@@ -76,6 +83,9 @@ static const struct cmdline_opt cmserver_opts[] = {
              "job secret"},
     {"no-unix", .kind = CMDLINE_FLAG, .field = AT(no_unix, bool),
      .help = "listen on TCP only (the line then ends after HOST:PORT)"},
+    {"unix", .kind = CMDLINE_STRING, .meta = "unix:@NAME", .field = AT(unix_text, const char *),
+     .help = "listen on that abstract unix name instead of one the\n"
+             "kernel picks (cmrun restarts a CM on the address it had)"},
     {"ready-fd", .kind = CMDLINE_LONG, .meta = "N", .field = AT(ready_fd, long), .lo = 0,
      .hi = INT_MAX, .bad = "--ready-fd '{}': not a file descriptor number",
      .help = "once listening, write the same \"HOST:PORT[ unix:@NAME]\\n\"\n"
@@ -115,6 +125,12 @@ static const struct cmdline_opt cmserver_opts[] = {
              "arrives (cut-through): matched at its header, its DELIVER\n"
              "sent in pieces from the log buffer (default 256KiB;\n"
              "0 = off: store the whole payload, then forward)"},
+    {"journal", .kind = CMDLINE_CALL, .meta = "FILE", .set = set_journal,
+     .bad = "--journal takes a file name, not an empty one",
+     .help = "append every input that changes the CM's state to FILE\n"
+             "before answering, and first recover the state FILE\n"
+             "holds: a CM restarted on the same FILE goes on where\n"
+             "the dead one stopped (cmrun --cm-restart passes it)"},
     {"world-size", .kind = CMDLINE_LONG, .meta = "N", .field = AT(world_size, long), .lo = 1,
      .hi = MAX_WORLD_SIZE, .bad = "--world-size '{}': must be a number of ranks from 1 to {hi}",
      .help = "the job's ranks (cmrun passes it): a HELLO with another\n"
@@ -186,5 +202,11 @@ int cmserver_parse_args(int argc, char **argv, struct cmserver_args *a, struct c
 		                    "--listen '%s': expected ADDR:PORT (IPv4 address or localhost, "
 		                    "port 0-65535)",
 		                    a->listen_text);
+	char why[128];
+	if (a->unix_text && a->no_unix)
+		return cmdline_fail(st, "--unix and --no-unix contradict each other: drop one");
+	if (a->unix_text && (cm_parse_addr(a->unix_text, &a->unix_want, why, sizeof why) < 0 ||
+	                     a->unix_want.u.sa.sa_family != AF_UNIX))
+		return cmdline_fail(st, "--unix '%s': expected unix:@NAME", a->unix_text);
 	return CMDLINE_OK;
 }

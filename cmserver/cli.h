@@ -8,11 +8,14 @@
 #include <stdint.h>
 
 #include "cmdline.h"
+#include "net.h"
 
 struct cmserver_args {
 	int mode_index; /* --mode, in the engine names */
 	const char *mode, *listen_text, *secret_file, *spill_dir;
 	const char *threads_text;
+	const char *unix_text;                /* --unix unix:@NAME, or NULL */
+	const char *journal_path;             /* --journal FILE, or NULL */
 	long ready_fd, report_fd, world_size; /* -1 / 0: not given */
 	bool no_unix, no_spill;
 	int verbosity;
@@ -21,6 +24,7 @@ struct cmserver_args {
 	bool takes_threads; /* --mode multiplexer or specialized */
 	unsigned threads;
 	struct sockaddr_in addr;
+	struct cm_addr unix_want; /* --unix */
 };
 
 extern const struct cmdline_prog cmserver_cmdline;

@@ -93,6 +93,94 @@ int cm_frame_domain(const struct cm_frame *f)
 	}
 }
 
+void cm_core_journal(struct cm_session *s, uint8_t kind, uint8_t flags, const struct cm_header *h,
+                     const void *data, size_t len)
+{
+	const struct cm_journal_ops *j = s->core->cfg.journal;
+	if (j == NULL)
+		return;
+	struct cm_jrec rec = {.kind = kind, .flags = flags, .session = s->id};
+	if (h)
+		rec.h = *h;
+	j->record(j->ctx, &rec, data, len);
+	s->journaled = true;
+}
+
+void cm_core_journal_extent(struct cm_session *s, uint8_t kind, uint8_t flags,
+                            const struct cm_header *h, struct cm_buf *b, uint32_t from, uint32_t to)
+{
+	const struct cm_journal_ops *j = s->core->cfg.journal;
+	if (j == NULL)
+		return;
+	if (to > from)
+		j->write_extent(j->ctx, b->extent, b->data, from, to);
+	struct cm_jrec rec = {.kind = kind,
+	                      .flags = flags | CM_J_EXTENT,
+	                      .session = s->id,
+	                      .extent = b->extent,
+	                      .valid = to};
+	if (h)
+		rec.h = *h;
+	j->record(j->ctx, &rec, NULL, 0);
+	s->journaled = true;
+}
+
+/* An accepted MSG, before anything can depend on it: with its payload, or
+ * (cut-through) the bytes here so far, the rest as it fills. A large one
+ * gets an extent; a cut-through one then shows writers only what is in it. */
+static void journal_msg(struct cm_session *s, const struct cm_frame *f, struct cm_entry *e)
+{
+	const struct cm_journal_ops *j = s->core->cfg.journal;
+	if (j == NULL)
+		return;
+	struct cm_buf *b = e->payload;
+	uint32_t have = f->cut ? b->filled : e->len;
+	uint8_t flags = f->cut ? CM_J_CUT : 0;
+	if (b && b->aligned && j->reserve) {
+		b->extent = j->reserve(j->ctx, e->len);
+		uint32_t durable = cm_buf_durable(b, have);
+		if (f->cut)
+			b->filled = durable; /* not shared yet */
+		cm_core_journal_extent(s, CM_J_MSG, flags, &f->h, b, 0, durable);
+		return;
+	}
+	cm_core_journal(s, CM_J_MSG, flags, &f->h, have ? b->data : NULL, have);
+}
+
+void cm_core_logged(struct cm_session *s)
+{
+	const struct cm_sender *snd = &s->core->senders[s->rank];
+	uint64_t next = snd->has ? snd->highest + 1 : 0;
+	if (snd->cut_buf && snd->cut_clock < next && cm_buf_partial(snd->cut_buf))
+		next = snd->cut_clock; /* accepted, but its payload is not all here */
+	struct cm_header h = {.type = CM_T_LOGGED, .src = s->rank, .dst = s->rank, .clock = next};
+	cm_core_emit_header(s, &h);
+}
+
+/* The frames whose dispatch changes state a recovered CM must rebuild (MSG
+ * is journaled by handle_msg, once it is known to be new). */
+static void journal_frame(struct cm_session *s, const struct cm_frame *f)
+{
+	uint8_t hello[CM_HELLO_PAYLOAD];
+	switch (f->h.type) {
+	case CM_T_HELLO:
+		cm_hello_encode(&f->hello, hello);
+		cm_core_journal(s, CM_J_FRAME, 0, &f->h, hello, sizeof hello);
+		break;
+	case CM_T_RECV_REQ:
+	case CM_T_PROBE:
+	case CM_T_CANCEL:
+		cm_core_journal(s, CM_J_FRAME, 0, &f->h, NULL, 0);
+		break;
+	case CM_T_EVENT:
+	case CM_T_TRIM:
+		cm_core_journal(s, CM_J_FRAME, 0, &f->h, f->event, f->h.len);
+		break;
+	default:
+		break;
+	}
+}
+
 static void handle_msg(struct cm_session *s, struct cm_frame *f)
 {
 	struct cm_core *core = s->core;
@@ -103,6 +191,10 @@ static void handle_msg(struct cm_session *s, struct cm_frame *f)
 	if (e == NULL && f->resume && cm_cut_resume(s, &f->h)) {
 		/* Its payload now fills the partial entry; a synchronous one is
 		 * answered like any re-send. */
+		if (s->fill) {
+			cm_core_journal(s, CM_J_MSG, CM_J_RESUME, &f->h, NULL, 0);
+			s->fill_ack = f->h.flags & CM_F_ACK;
+		}
 		if (f->h.flags & CM_F_SYNC && !cm_session_closing(s))
 			cm_dest_sync_duplicate(core, &core->dests[f->h.dst], s, &f->h);
 		return;
@@ -120,9 +212,12 @@ static void handle_msg(struct cm_session *s, struct cm_frame *f)
 			CM_STAT_ADD(core, msgs_duplicate, 1);
 		if (f->h.flags & CM_F_SYNC)
 			cm_dest_sync_duplicate(core, &core->dests[f->h.dst], s, &f->h);
+		if (f->h.flags & CM_F_ACK && !cm_session_closing(s))
+			cm_core_logged(s);
 		cm_entry_free(e);
 		return;
 	}
+	journal_msg(s, f, e);
 	if (e->flags & CM_F_SYNC) {
 		cm_session_ref(s);
 		e->sync_sess = s;
@@ -146,6 +241,9 @@ static void handle_msg(struct cm_session *s, struct cm_frame *f)
 		snd->cut_h = f->h;
 		snd->cut_orphan = false;
 		CM_STAT_ADD(core, msgs_cut_through, 1);
+		s->fill_ack = f->h.flags & CM_F_ACK; /* answered once it is all here */
+	} else if (f->h.flags & CM_F_ACK) {
+		cm_core_logged(s);
 	}
 	cm_dest_trim(core, d);
 }
@@ -266,6 +364,7 @@ void cm_core_dispatch(struct cm_session *s, struct cm_frame *f)
 		f->entry = NULL;
 		return;
 	}
+	journal_frame(s, f);
 	switch (f->h.type) {
 	case CM_T_HELLO:
 		cm_core_hello(s, f);

@@ -143,6 +143,50 @@ struct cm_core_hooks {
 	void (*out_unlock)(void *ctx, struct cm_session *s);
 };
 
+/* The journal (journal.c): every input that changes the core's state, in
+ * the order the core applies it, so that a CM started on the same journal
+ * rebuilds the same state (cm_recovery_*). The core hands records to
+ * cfg.journal and never writes them itself; the engine makes sure what was
+ * handed over is in the file before it writes any output (cm_journal_flush
+ * in eng_send_output). */
+enum cm_jrec_kind {
+	CM_J_FRAME = 1, /* HELLO, RECV_REQ, PROBE, CANCEL, EVENT, TRIM: header + its payload */
+	CM_J_MSG = 2,   /* an accepted MSG: header + the payload bytes present at dispatch */
+	CM_J_FILL = 3,  /* more payload bytes of the session's cut-through MSG */
+	CM_J_CLOSED = 4 /* the session's connection ended */
+};
+enum cm_jrec_flags {
+	CM_J_CUT = 1u << 0,    /* CM_J_MSG: dispatched at its header, filled later */
+	CM_J_RESUME = 1u << 1, /* CM_J_MSG: a re-send resuming a partial payload */
+	CM_J_EXTENT = 1u << 2  /* CM_J_MSG, CM_J_FILL: the bytes are in the payload's extent */
+};
+struct cm_jrec {
+	uint8_t kind, flags;
+	uint64_t session;   /* the session's id (cm_session_id) */
+	struct cm_header h; /* CM_J_FRAME, CM_J_MSG */
+	/* CM_J_EXTENT: where the payload's extent is, and how many of its
+	 * bytes (from the start) are written there now. */
+	uint64_t extent;
+	uint32_t valid;
+};
+/* A large payload (a page-aligned buffer) is not copied into the record
+ * stream: it gets an extent of its own, written straight from the log
+ * buffer (direct I/O), and the records say how much of it is valid. */
+#define CM_JOURNAL_PAGE 4096u
+struct cm_journal_ops {
+	/* Appends rec and its data (len bytes). Called in the domains of the
+	 * input it records, from any thread; keeps the call order. */
+	void (*record)(void *ctx, const struct cm_jrec *rec, const void *data, size_t len);
+	/* An extent for a payload of len bytes (rounded up to a page). */
+	uint64_t (*reserve)(void *ctx, uint32_t len);
+	/* Writes base[from, to) to the extent (from a multiple of
+	 * CM_JOURNAL_PAGE; to one too, or the payload's end: the buffer is
+	 * rounded up to a page). Returns once the bytes are in the file. */
+	void (*write_extent)(void *ctx, uint64_t extent, const uint8_t *base, uint32_t from,
+	                     uint32_t to);
+	void *ctx;
+};
+
 struct cm_core_config {
 	char secret[CM_SECRET_LEN]; /* job secret, exactly CM_SECRET_LEN bytes */
 	uint32_t max_payload;       /* --max-message */
@@ -178,6 +222,8 @@ struct cm_core_config {
 	 * is dispatched (logged, matched, its DELIVER queued) as soon as its
 	 * header arrives, and its payload forwarded as it arrives. 0: off. */
 	uint32_t cut_through_min;
+	/* Where state-changing inputs are journaled (see above), or NULL. */
+	const struct cm_journal_ops *journal;
 };
 
 struct cm_buf;
@@ -265,6 +311,29 @@ int cm_session_authenticated(const struct cm_session *s);
 int cm_session_rank(const struct cm_session *s);
 /* The connection said BYE and got BYE_ACK: a close now is not a failure. */
 int cm_session_said_bye(const struct cm_session *s);
+
+/* A number naming the session in the journal, unique in the core (and over
+ * the recovered sessions of a journal). */
+uint64_t cm_session_id(const struct cm_session *s);
+/* cfg.journal's context, or NULL: the engine flushes it before writing. */
+void *cm_session_journal(const struct cm_session *s);
+
+/* ---- recovery from a journal (recover.c) ---- */
+
+/* Before the engine accepts anyone, a journal's records are applied in
+ * order to a fresh core: each record's session is re-created (without a
+ * connection, its output discarded), its frames dispatched, its payload
+ * bytes filled, its close applied. Nothing is journaled meanwhile; at the
+ * end the sessions still open are closed (and that is journaled), so the
+ * ranks reconnect and re-send what the journal did not hold. */
+struct cm_recovery;
+struct cm_recovery *cm_recovery_begin(struct cm_core *core);
+/* 0, or -1 with a message in *why (a record that cannot belong to a
+ * journal this core wrote). */
+int cm_recovery_apply(struct cm_recovery *r, const struct cm_jrec *rec, const uint8_t *data,
+                      size_t len, const char **why);
+/* Counts of what was applied, for the log line. */
+void cm_recovery_end(struct cm_recovery *r, uint64_t *records, uint64_t *sessions);
 
 /* ---- input ---- */
 

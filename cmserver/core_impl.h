@@ -31,7 +31,11 @@ struct cm_buf {
 	 * with direct I/O straight from here (no copy into the page cache). */
 	uint8_t *data;
 	bool aligned;
+	/* Journaled in an extent of its own (cm_journal_ops.reserve), or
+	 * CM_NO_EXTENT. Set once, under DEST(dst), before it is shared. */
+	uint64_t extent;
 };
+#define CM_NO_EXTENT UINT64_MAX
 
 #define CM_BUF_ALIGN 4096
 #define CM_BUF_ALIGN_MIN (32 * 1024)
@@ -239,7 +243,10 @@ enum cm_sess_state {
 struct cm_session {
 	struct cm_core *core;
 	void *engine_data;
-	uint32_t refs; /* atomic */
+	uint64_t id;    /* cm_session_id */
+	bool journaled; /* something of it is in the journal (its close must be too) */
+	bool fill_ack;  /* the MSG being filled asked for LOGGED (CM_F_ACK) */
+	uint32_t refs;  /* atomic */
 	enum cm_sess_state state;
 	int32_t rank; /* -1 until authenticated */
 	uint32_t incarnation;
@@ -335,8 +342,30 @@ struct cm_core {
 	struct cm_sender *senders;
 	struct cm_session **rank_sess; /* live session per rank */
 	uint64_t delivered_kept;       /* bytes of delivered entries still kept */
+	uint64_t next_session_id;      /* atomic */
 	struct cm_core_stats stats;
 };
+
+/* core.c: hands a record to cfg.journal (nothing without one) and marks
+ * s as journaled. */
+void cm_core_journal(struct cm_session *s, uint8_t kind, uint8_t flags, const struct cm_header *h,
+                     const void *data, size_t len);
+/* Writes b[from, to) to b's journal extent and records that its first to
+ * bytes are there (core.c). */
+void cm_core_journal_extent(struct cm_session *s, uint8_t kind, uint8_t flags,
+                            const struct cm_header *h, struct cm_buf *b, uint32_t from,
+                            uint32_t to);
+/* The bytes of b that are journaled when got of them arrived: all of them
+ * without a journal extent, else whole pages (or the end). */
+static inline uint32_t cm_buf_durable(const struct cm_buf *b, uint32_t got)
+{
+	if (b->extent == CM_NO_EXTENT || got == b->len)
+		return got;
+	return got & ~(CM_JOURNAL_PAGE - 1);
+}
+/* LOGGED to the sender s: every MSG of its rank below the next expected
+ * clock is logged (SENDER(rank of s)). */
+void cm_core_logged(struct cm_session *s);
 
 /* core.c */
 _Static_assert(CM_PROBE_REPLY_PAYLOAD >= CM_EVENT_PAYLOAD_MAX,

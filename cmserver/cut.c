@@ -37,10 +37,23 @@
 void cm_cut_advance(struct cm_session *s, uint32_t n)
 {
 	struct cm_buf *b = s->fill;
+	uint32_t shown = s->fill_got + n;
+	/* Journaled before the watermark lets a writer forward them: in the
+	 * payload's extent a page at a time, or copied into the record. */
+	if (b->extent != CM_NO_EXTENT) {
+		uint32_t was = cm_buf_filled(b);
+		shown = cm_buf_durable(b, shown);
+		if (shown > was)
+			cm_core_journal_extent(s, CM_J_FILL, 0, NULL, b, was, shown);
+	} else {
+		cm_core_journal(s, CM_J_FILL, 0, NULL, b->data + s->fill_got, n);
+	}
 	s->fill_got += n;
+	if (shown == cm_buf_filled(b))
+		return; /* less than a page more: nothing new to show */
 	/* Bytes first, then the watermark, then the flag (see above). */
-	__atomic_store_n(&b->filled, s->fill_got, __ATOMIC_SEQ_CST);
-	if (s->fill_got == b->len || __atomic_exchange_n(&b->parked, 0, __ATOMIC_SEQ_CST))
+	__atomic_store_n(&b->filled, shown, __ATOMIC_SEQ_CST);
+	if (shown == b->len || __atomic_exchange_n(&b->parked, 0, __ATOMIC_SEQ_CST))
 		s->fill_notify = true;
 }
 
@@ -107,6 +120,9 @@ void cm_session_fill_notify(struct cm_session *s)
 		cm_cut_waiters_free(b);
 		cm_buf_unref(b);
 		s->fill = NULL;
+		if (s->fill_ack && !cm_session_closing(s))
+			cm_core_logged(s);
+		s->fill_ack = false;
 	}
 }
 
@@ -134,8 +150,9 @@ void cm_cut_orphan(struct cm_session *s)
 
 static bool same_message(const struct cm_header *a, const struct cm_header *b)
 {
+	/* CM_F_ACK is the sender's request for an answer, not the message. */
 	return a->dst == b->dst && a->tag == b->tag && a->ctx == b->ctx && a->len == b->len &&
-	       a->flags == b->flags;
+	       (a->flags & ~CM_F_ACK) == (b->flags & ~CM_F_ACK);
 }
 
 bool cm_cut_resume(struct cm_session *s, const struct cm_header *h)

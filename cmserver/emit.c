@@ -42,6 +42,7 @@ struct cm_buf *cm_buf_new(struct cm_logmem *mem, uint32_t len)
 	b->filled = len;
 	b->parked = 0;
 	b->waiters = NULL;
+	b->extent = CM_NO_EXTENT;
 	return b;
 }
 

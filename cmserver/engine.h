@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 struct cm_logmem;
+struct cm_journal;
 
 struct cm_server_opts {
 	const char *mode;
@@ -26,6 +27,9 @@ struct cm_server_opts {
 	/* Where delivered payloads go past log_mem (spill.h), or NULL: dropped. */
 	const struct cm_spill_ops *spill;
 	void *spill_ctx;
+	/* --journal (journal.h): recovered from before serving, then appended
+	 * to; NULL: none. */
+	struct cm_journal *journal;
 };
 
 /* --threads bounds, and the environment variable that supplies the default

@@ -20,6 +20,7 @@
 
 #include "engine_threaded.h"
 
+#include "journal.h"
 #include "log.h"
 #include "net.h"
 
@@ -218,7 +219,9 @@ int cm_engine_threaded(const struct cm_server_opts *opts, const struct cm_listen
 		cfg.rank_lost_ctx = opts->monitor;
 	}
 	cfg.spill = opts->spill;
+	cfg.journal = opts->journal ? cm_journal_ops(opts->journal) : NULL;
 	cfg.spill_ctx = opts->spill_ctx;
+	cfg.journal = opts->journal ? cm_journal_ops(opts->journal) : NULL;
 	int status = 1;
 	e->core = cm_core_new(&cfg);
 	e->loop = ev_default_loop(EVFLAG_AUTO);
@@ -229,6 +232,8 @@ int cm_engine_threaded(const struct cm_server_opts *opts, const struct cm_listen
 		cm_err("cannot start: out of memory or no event loop");
 		goto out;
 	}
+	if (opts->journal && cm_journal_recover(opts->journal, e->core) < 0)
+		goto out;
 	for (unsigned k = 0; k < ls->n; k++)
 		if (cm_set_nonblock(ls->fds[k], 1) < 0) {
 			cm_err("listening socket: %s", strerror(errno));

@@ -7,6 +7,7 @@
 
 #include "core.h"
 #include "engine.h"
+#include "journal.h"
 
 #define WRITE_IOV 64 /* iovecs per sendmsg: up to 32 frames */
 
@@ -39,6 +40,12 @@ enum eng_send_result eng_send_output(struct cm_session *s, int fd, int *err)
 		size_t want = 0;
 		for (int i = 0; i < n; i++)
 			want += iov[i].iov_len;
+		/* Nothing leaves before the inputs it depends on are in the
+		 * journal: what these iovecs hold was journaled before it was
+		 * queued (or, payload bytes, before the watermark showed it). */
+		void *journal = cm_session_journal(s);
+		if (journal)
+			cm_journal_flush(journal);
 		struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
 		ssize_t w = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w < 0) {

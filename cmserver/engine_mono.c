@@ -9,6 +9,7 @@
 
 #include "core.h"
 #include "engine.h"
+#include "journal.h"
 
 #include "log.h"
 #include "net.h"
@@ -334,6 +335,7 @@ int cm_engine_mono(const struct cm_server_opts *opts, const struct cm_listeners 
 		cfg.rank_lost_ctx = opts->monitor;
 	}
 	cfg.spill = opts->spill;
+	cfg.journal = opts->journal ? cm_journal_ops(opts->journal) : NULL;
 	cfg.spill_ctx = opts->spill_ctx;
 
 	m.loop = ev_default_loop(EVFLAG_AUTO);
@@ -344,6 +346,10 @@ int cm_engine_mono(const struct cm_server_opts *opts, const struct cm_listeners 
 	m.core = cm_core_new(&cfg);
 	if (m.core == NULL) {
 		cm_err("out of memory");
+		return cm_listeners_close(ls, 1);
+	}
+	if (opts->journal && cm_journal_recover(opts->journal, m.core) < 0) {
+		cm_core_free(m.core);
 		return cm_listeners_close(ls, 1);
 	}
 	if (opts->monitor)

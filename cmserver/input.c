@@ -359,11 +359,11 @@ int cm_session_next_frame(struct cm_session *s, struct cm_frame *f)
 				}
 				CM_STAT_ADD(s->core, msgs_duplicate, 1);
 				s->in_skip = h.len;
-				if (!(h.flags & CM_F_SYNC))
+				if (!(h.flags & (CM_F_SYNC | CM_F_ACK)))
 					continue;
-				/* A synchronous re-send still owes a SYNC_ACK:
-				 * dispatch answers it (entry NULL, payload
-				 * skipped). */
+				/* A synchronous re-send still owes a SYNC_ACK,
+				 * one asking for LOGGED its answer: dispatch
+				 * answers (entry NULL, payload skipped). */
 				f->h = h;
 				f->entry = NULL;
 				return 1;

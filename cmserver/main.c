@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "core.h"
 #include "engine.h"
+#include "journal.h"
 #include "logmem.h"
 #include "spill.h"
 
@@ -39,7 +40,8 @@ const struct cm_engine cm_engines[] = {
  * where gets "HOST:PORT[ unix:@NAME]", TCP first so that readers that only
  * know TCP take the first word. */
 static int open_listeners(const struct sockaddr_in *addr, const char *listen_text, bool no_unix,
-                          struct cm_listeners *ls, char *where, size_t wherelen)
+                          const struct cm_addr *unix_want, struct cm_listeners *ls, char *where,
+                          size_t wherelen)
 {
 	struct sockaddr_in bound;
 	int fd = cm_tcp_listen(addr, &bound);
@@ -52,7 +54,7 @@ static int open_listeners(const struct sockaddr_in *addr, const char *listen_tex
 	if (no_unix)
 		return 0;
 	struct cm_addr unix_bound;
-	if ((fd = cm_unix_listen(&unix_bound)) < 0) {
+	if ((fd = cm_unix_listen(unix_want, &unix_bound)) < 0) {
 		cm_err("cannot listen on an abstract unix socket: %s (--no-unix: TCP only)",
 		       strerror(errno));
 		cm_listeners_close(ls, 0);
@@ -133,10 +135,23 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	opts.mem = mem;
+	const char *journal_path = a.journal_path;
+	if (journal_path) {
+		char jwhy[256 + PATH_MAX];
+		opts.journal =
+		    cm_journal_open(journal_path, opts.cut_through_min, jwhy, sizeof jwhy);
+		if (opts.journal == NULL) {
+			cm_err("%s", jwhy);
+			cm_spill_store_close(spill);
+			cm_logmem_free(mem);
+			return 1;
+		}
+	}
 
 	struct cm_listeners ls = {.n = 0};
 	char where[32 + CM_ADDR_TEXT_MAX];
-	if (open_listeners(&a.addr, listen_text, a.no_unix, &ls, where, sizeof where) < 0)
+	if (open_listeners(&a.addr, listen_text, a.no_unix, a.unix_text ? &a.unix_want : NULL, &ls,
+	                   where, sizeof where) < 0)
 		return 1;
 	printf("cmserver: listening on %s\n", where);
 	fflush(stdout);
@@ -165,6 +180,7 @@ int main(int argc, char **argv)
 	 * frees their disk space, seconds for a long log: said first. */
 	if (spill)
 		cm_monitor_stopping(opts.monitor);
+	cm_journal_close(opts.journal);
 	cm_spill_store_close(spill);
 	cm_logmem_log_summary(mem);
 	cm_logmem_free(mem);

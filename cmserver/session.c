@@ -27,9 +27,20 @@ struct cm_session *cm_session_new(struct cm_core *core, void *engine_data)
 	s->refs = 1;
 	s->state = CM_S_NEW;
 	s->rank = -1;
+	s->id = __atomic_fetch_add(&core->next_session_id, 1, __ATOMIC_RELAXED);
 	cm_outq_init(&s->out);
 	CM_STAT_ADD(core, sessions_opened, 1);
 	return s;
+}
+
+uint64_t cm_session_id(const struct cm_session *s)
+{
+	return s->id;
+}
+
+void *cm_session_journal(const struct cm_session *s)
+{
+	return s->core->cfg.journal ? s->core->cfg.journal->ctx : NULL;
 }
 
 int cm_session_authenticated(const struct cm_session *s)
@@ -70,6 +81,8 @@ void cm_session_closed(struct cm_session *s)
 	enum cm_sess_state was = __atomic_exchange_n(&s->state, CM_S_GONE, __ATOMIC_ACQ_REL);
 	if (was == CM_S_GONE)
 		return;
+	if (s->journaled)
+		cm_core_journal(s, CM_J_CLOSED, 0, NULL, NULL, 0);
 	const struct cm_core_config *cfg = &s->core->cfg;
 	if (was == CM_S_READY && s->registered && cfg->rank_lost)
 		cfg->rank_lost(cfg->rank_lost_ctx, s->rank, s->incarnation);

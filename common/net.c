@@ -216,7 +216,7 @@ void cm_format_any(const struct cm_addr *addr, char *buf, size_t buflen)
 	snprintf(buf, buflen, "%s%.*s", CM_UNIX_PREFIX, (int)n, addr->u.un.sun_path + 1);
 }
 
-int cm_unix_listen(struct cm_addr *bound)
+int cm_unix_listen(const struct cm_addr *want, struct cm_addr *bound)
 {
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -226,8 +226,10 @@ int cm_unix_listen(struct cm_addr *bound)
 	bound->len = sizeof bound->u.un;
 	/* An address of just the family: the kernel autobinds a unique
 	 * abstract name (5 hex digits). */
-	if (bind(fd, (const struct sockaddr *)&any, sizeof(sa_family_t)) < 0 ||
-	    listen(fd, 512) < 0 || getsockname(fd, &bound->u.sa, &bound->len) < 0)
+	const struct sockaddr *at = want ? &want->u.sa : (const struct sockaddr *)&any;
+	socklen_t at_len = want ? want->len : (socklen_t)sizeof(sa_family_t);
+	if (bind(fd, at, at_len) < 0 || listen(fd, 512) < 0 ||
+	    getsockname(fd, &bound->u.sa, &bound->len) < 0)
 		goto fail;
 	size_t off = offsetof(struct sockaddr_un, sun_path) + 1;
 	for (size_t i = off; i < bound->len; i++)

@@ -49,10 +49,11 @@ int cm_parse_addr(const char *text, struct cm_addr *out, char *why, size_t whyle
  * bytes is always enough). */
 void cm_format_any(const struct cm_addr *addr, char *buf, size_t buflen);
 
-/* Listening AF_UNIX stream socket in the abstract namespace, its name
- * picked by the kernel (autobind: unique, nothing to clean up); *bound
- * receives it. Anyone on the host can connect: authenticate peers. */
-int cm_unix_listen(struct cm_addr *bound);
+/* Listening AF_UNIX stream socket in the abstract namespace, named want
+ * (a unix:@NAME address), or with want NULL a name picked by the kernel
+ * (autobind: unique); nothing to clean up either way; *bound receives it.
+ * Anyone on the host can connect: authenticate peers. */
+int cm_unix_listen(const struct cm_addr *want, struct cm_addr *bound);
 
 /* cm_tcp_connect for either kind of address: the same retries of
  * ECONNREFUSED (a server still starting) for up to timeout_ms. */

@@ -52,12 +52,13 @@ static const struct frame_rule {
     [CM_T_HELLO] = {CM_HELLO_PAYLOAD, CM_HELLO_PAYLOAD, CM_F_TAKEOVER, RANK_VALID, RANK_VALID,
                     TAG_ZERO, ZERO_CTX | ZERO_CLOCK},
     [CM_T_HELLO_ACK] = {0, 0, 0, RANK_VALID, RANK_VALID, TAG_ZERO, ZERO_CTX},
-    [CM_T_MSG] = {0, LEN_ANY, CM_F_SYNC, RANK_VALID, RANK_VALID, TAG_USER, 0},
+    [CM_T_MSG] = {0, LEN_ANY, CM_F_SYNC | CM_F_ACK, RANK_VALID, RANK_VALID, TAG_USER, 0},
     [CM_T_RECV_REQ] = {0, 0, 0, RANK_OR_ANY, RANK_VALID, TAG_USER_OR_ANY, 0},
     [CM_T_DELIVER] = {0, LEN_ANY, 0, RANK_VALID, RANK_VALID, TAG_USER, 0},
     [CM_T_PROBE] = {0, 0, CM_F_BLOCKING, RANK_OR_ANY, RANK_VALID, TAG_USER_OR_ANY, 0},
     [CM_T_PROBE_REPLY] = {CM_PROBE_REPLY_PAYLOAD, CM_PROBE_REPLY_PAYLOAD, CM_F_FOUND, RANK_IF_FOUND,
                           RANK_VALID, TAG_USER_IF_FOUND, 0},
+    [CM_T_LOGGED] = {0, 0, 0, RANK_VALID, RANK_VALID, TAG_ZERO, ZERO_CTX},
     [CM_T_SYNC_ACK] = {0, 0, 0, RANK_VALID, RANK_VALID, TAG_FREE, 0},
     [CM_T_BYE] = {0, 0, 0, RANK_VALID, RANK_VALID, TAG_ZERO, ZERO_CTX},
     [CM_T_BYE_ACK] = {0, 0, 0, RANK_VALID, RANK_VALID, TAG_ZERO, ZERO_CTX},
@@ -216,6 +217,6 @@ const char *cm_type_str(unsigned type)
 	static const char *const names[] = {
 	    "?",     "HELLO",       "HELLO_ACK", "MSG",        "RECV_REQ", "DELIVER",
 	    "PROBE", "PROBE_REPLY", "SYNC_ACK",  "BYE",        "BYE_ACK",  "ERROR",
-	    "EVENT", "EVENT_ACK",   "CANCEL",    "CANCEL_ACK", "TRIM"};
+	    "EVENT", "EVENT_ACK",   "CANCEL",    "CANCEL_ACK", "TRIM",     "LOGGED"};
 	return type <= CM_T_TYPE_MAX ? names[type] : "?";
 }

@@ -50,18 +50,22 @@ enum cm_frame_type {
 	CM_T_TRIM = 16, /* rank -> home CM: `clock` = first request id the rank's committed
 	                   checkpoint image does not cover; payload: u64 LE first event index
 	                   it does not cover. What the image consumed may be dropped. */
-	CM_T_TYPE_MAX = 16
+	/* Surviving a channel memory's death. */
+	CM_T_LOGGED = 17, /* CM -> rank: every MSG of the rank through this CM with a clock below
+	                     `clock` is logged (the answer to CM_F_ACK) */
+	CM_T_TYPE_MAX = 17
 };
 
 /* Header flag bits. Bits not defined for a frame type must be zero. */
 enum cm_frame_flags {
-	CM_F_SYNC = 1u << 0,     /* MSG: synchronous send, sender wants SYNC_ACK when matched */
-	CM_F_BLOCKING = 1u << 1, /* PROBE: reply only when a match exists (MPI_Probe) */
-	CM_F_FOUND = 1u << 2,    /* PROBE_REPLY: a matching message exists */
-	CM_F_REPLAY = 1u << 3,   /* EVENT_ACK request: replay the logged events before the ack */
-	CM_F_TAKEOVER = 1u << 4, /* HELLO: replace the older incarnation's connection now, without
-	                            waiting for it to close (its unread frames are lost) */
-	CM_F_CANCELLED = 1u << 5 /* CANCEL_ACK: the receive request was withdrawn */
+	CM_F_SYNC = 1u << 0,      /* MSG: synchronous send, sender wants SYNC_ACK when matched */
+	CM_F_BLOCKING = 1u << 1,  /* PROBE: reply only when a match exists (MPI_Probe) */
+	CM_F_FOUND = 1u << 2,     /* PROBE_REPLY: a matching message exists */
+	CM_F_REPLAY = 1u << 3,    /* EVENT_ACK request: replay the logged events before the ack */
+	CM_F_TAKEOVER = 1u << 4,  /* HELLO: replace the older incarnation's connection now, without
+	                             waiting for it to close (its unread frames are lost) */
+	CM_F_CANCELLED = 1u << 5, /* CANCEL_ACK: the receive request was withdrawn */
+	CM_F_ACK = 1u << 6        /* MSG: answer LOGGED once this message is logged */
 };
 
 /* What a HELLO says the connecting party is. */

@@ -12,6 +12,7 @@
  *   remote.c   control connections of remote ranks, node failure
  *   remote_exec.c  cmrun --remote-exec: the launch helper on remote hosts
  *   ft.c       restarts, fault injection, the status line
+ *   cm_restart.c  --cm-restart: CM journals, restarting dead CMs, CM kills
  *   detect.c   failure detection: CM reports, heartbeats
  *   control.c  the ranks' control pipe (MPI_Abort, heartbeats)
  *   repl.c     --replicate */

@@ -130,6 +130,14 @@ static void lost_report(struct job *job, struct cm_proc *cm, int rank, unsigned 
 	}
 	if (r->declared_failed || ev_is_active(&r->lost_timer) || job->phase != PHASE_RUN)
 		return;
+	if (job->opts->cm_restart) {
+		/* It reconnects on its own (CHANMEM_CM_RECONNECT), and exits
+		 * with an error if it cannot: not a failure to act on. */
+		output_verbose("cmserver %d: rank %d incarnation %u lost its connection (it "
+		               "reconnects: --cm-restart)",
+		               cm->index, rank, incarnation);
+		return;
+	}
 	output_verbose("cmserver %d: rank %d incarnation %u lost its connection", cm->index, rank,
 	               incarnation);
 	r->lost_incarnation = incarnation;
@@ -237,7 +245,7 @@ unsigned long long detect_events_replayed(const struct job *job)
 {
 	unsigned long long sum = 0;
 	for (int i = 0; i < job->ncms; i++)
-		sum += job->cms[i].events_replayed;
+		sum += job->cms[i].events_replayed + job->cms[i].events_replayed_before;
 	return sum;
 }
 
@@ -245,7 +253,7 @@ unsigned long long detect_replayed(const struct job *job)
 {
 	unsigned long long sum = 0;
 	for (int i = 0; i < job->ncms; i++)
-		sum += job->cms[i].replayed;
+		sum += job->cms[i].replayed + job->cms[i].replayed_before;
 	return sum;
 }
 

@@ -34,6 +34,11 @@ static uint64_t next_random(struct job *job)
 	return x * 0x2545F4914F6CDD1Dull;
 }
 
+uint64_t ft_random(struct job *job)
+{
+	return next_random(job);
+}
+
 /* "1.5MiB": the status line's byte counts. */
 static void format_bytes(unsigned long long n, char *buf, size_t len)
 {
@@ -77,12 +82,16 @@ static void format_logs(const struct job *job, char *buf, size_t len)
 
 static void show_status(struct job *job, bool final)
 {
-	char line[320], logs[160];
+	char line[352], logs[160];
 	format_logs(job, logs, sizeof logs);
 	snprintf(line, sizeof line,
 	         "cmrun: ranks running %d/%d, restarts %d, %s, replayed %llu, injected kills %d",
 	         job->ranks_running, job->nprocs, job->restarts_total, logs, detect_replayed(job),
 	         job->kills_done);
+	if (job->opts->cm_restart) {
+		size_t l = strlen(line);
+		snprintf(line + l, sizeof line - l, ", CM restarts %d", job->cm_restarts_total);
+	}
 	output_status(line, final);
 	job->status_shown = !final;
 }
@@ -203,6 +212,7 @@ void ft_start(struct job *job)
 		job->kill_host_timer.data = job;
 		ev_timer_start(job->loop, &job->kill_host_timer);
 	}
+	cmft_start(job);
 	detect_start(job);
 	/* On a terminal by default; never when asked not to. */
 	job->status_on = !o->no_status && (o->status || isatty(STDERR_FILENO));
@@ -222,6 +232,7 @@ void ft_stop(struct job *job)
 		ev_timer_stop(job->loop, &job->kill_at_timer);
 	if (o->kill_host >= 0)
 		ev_timer_stop(job->loop, &job->kill_host_timer);
+	cmft_stop(job);
 	detect_stop(job);
 	if (job->status_on)
 		ev_timer_stop(job->loop, &job->status_timer);
@@ -393,18 +404,28 @@ void ft_rank_crashed(struct job *job, struct rank_proc *r, int sig, unsigned lon
 	r->crash_progress = progress;
 }
 
-/* "1 injected kill, 2 other failures (first: killed by signal SIGSEGV)" */
-static void describe_failures(const struct rank_proc *r, char *buf, size_t len)
+void ft_describe_failures(int injected, int other, const char *noun, const char *first, char *buf,
+                          size_t len)
 {
 	size_t off = 0;
 	buf[0] = '\0';
-	if (r->injected_kills)
-		off += (size_t)snprintf(buf, len, "%d injected kill%s", r->injected_kills,
-		                        r->injected_kills == 1 ? "" : "s");
-	if (r->other_failures && off < len)
-		snprintf(buf + off, len - off, "%s%d failure%s (%s%s)", off ? ", " : "",
-		         r->other_failures, r->other_failures == 1 ? "" : "s",
-		         r->other_failures == 1 ? "" : "first: ", r->first_failure);
+	if (injected)
+		off += (size_t)snprintf(buf, len, "%d injected kill%s", injected,
+		                        injected == 1 ? "" : "s");
+	if (other && off < len)
+		snprintf(buf + off, len - off, "%s%d %s%s (%s%s)", off ? ", " : "", other, noun,
+		         other == 1 ? "" : "s", other == 1 ? "" : "first: ", first);
+}
+
+void ft_describe_down(const char *back, const char *noun, int count, double total, double max,
+                      char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (count == 1)
+		snprintf(buf, len, "; %s %.3f s after its %s", back, total, noun);
+	else if (count > 1)
+		snprintf(buf, len, "; %s %.3f s after a %s on average, %.3f s at most", back,
+		         total / count, noun, max);
 }
 
 void ft_report(struct job *job)
@@ -421,8 +442,11 @@ void ft_report(struct job *job)
 		failed_ranks += r->injected_kills + r->other_failures > 0;
 	}
 	int cm_failures = 0;
-	for (int i = 0; i < job->ncms; i++)
-		cm_failures += job->cms[i].died;
+	for (int i = 0; i < job->ncms; i++) {
+		const struct cm_proc *cm = &job->cms[i];
+		int deaths = cm->injected_kills + cm->other_deaths;
+		cm_failures += deaths ? deaths : cm->died;
+	}
 	output_message("fault report: %d injected kill%s, %d other rank failure%s, %d restart%s "
 	               "over %d rank%s, %d cmserver failure%s",
 	               injected, injected == 1 ? "" : "s", other, other == 1 ? "" : "s",
@@ -436,6 +460,7 @@ void ft_report(struct job *job)
 		describe_wait_status(cm->wait_status, how, sizeof how);
 		output_message("  cmserver %d %s during the run", cm->index, how);
 	}
+	cmft_report(job);
 	for (int i = 0; i < job->nprocs; i++) {
 		const struct rank_proc *r = &job->ranks[i];
 		if (r->injected_kills + r->other_failures == 0)
@@ -445,12 +470,13 @@ void ft_report(struct job *job)
 			continue;
 		}
 		listed++;
-		char who[48], failures[256], restarts[96] = "", down[96] = "";
+		char who[48], failures[256], restarts[96] = "", down[128];
 		if (o->replicas > 1)
 			snprintf(who, sizeof who, "rank %d replica %d", r->rank, r->replica);
 		else
 			snprintf(who, sizeof who, "rank %d", r->rank);
-		describe_failures(r, failures, sizeof failures);
+		ft_describe_failures(r->injected_kills, r->other_failures, "failure",
+		                     r->first_failure, failures, sizeof failures);
 		if (o->replicas > 1)
 			snprintf(restarts, sizeof restarts, "; not restarted (replication)");
 		else if (r->restarts)
@@ -461,14 +487,8 @@ void ft_report(struct job *job)
 			         r->restarts_from_start);
 		else
 			snprintf(restarts, sizeof restarts, "; not restarted");
-		if (r->down_count == 1)
-			snprintf(down, sizeof down, "; back in MPI_Init %.3f s after its failure",
-			         r->down_total);
-		else if (r->down_count > 1)
-			snprintf(
-			    down, sizeof down,
-			    "; back in MPI_Init %.3f s after a failure on average, %.3f s at most",
-			    r->down_total / r->down_count, r->down_max);
+		ft_describe_down("back in MPI_Init", "failure", r->down_count, r->down_total,
+		                 r->down_max, down, sizeof down);
 		output_message("  %s: %s%s%s", who, failures, restarts, down);
 	}
 	if (more)

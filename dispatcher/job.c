@@ -370,6 +370,8 @@ static void cm_exited(struct job *job, struct cm_proc *cm, int wait_status)
 		cm->ready_fd = -1;
 	}
 	describe_wait_status(wait_status, how, sizeof how);
+	if (job->phase == PHASE_RUN && cmft_cm_died(job, cm, wait_status))
+		return; /* restarted: the job goes on */
 	if (job->phase == PHASE_START_CMS || job->phase == PHASE_RUN) {
 		if (!cm->died)
 			output_message("cmserver %d (pid %d) %s%s; stopping the job", cm->index,
@@ -404,6 +406,12 @@ void job_cm_gone(struct job *job, struct cm_proc *cm)
 	}
 	if (cm->state != PROC_RUNNING || job->phase != PHASE_RUN)
 		return;
+	if (job->opts->cm_restart) {
+		/* Cut off from cmrun, it cannot go on: its exit restarts it
+		 * once it is gone and its address is free. */
+		kill(cm->remote ? -cm->pid : cm->pid, SIGKILL);
+		return;
+	}
 	/* Still exiting (or reaped by the loop already): named now, its
 	 * status follows with -v. */
 	output_message("cmserver %d (pid %d) died during the run (its report pipe closed); "
@@ -587,11 +595,15 @@ int job_run(struct job *job)
 		job_enter_phase(job, PHASE_START_CMS, 0); /* no CM: step() starts the ranks */
 	} else if (ckpt_server_start(job) < 0) {
 		return CMRUN_EXIT_FAILURE;
+	} else if (cmft_open(job) < 0) {
+		ckpt_server_stop(job);
+		return CMRUN_EXIT_FAILURE;
 	} else {
 		job_start_cms(job);
 	}
 	ev_run(loop, 0);
 	ckpt_server_stop(job);
+	cmft_close(job);
 
 	ft_final_status(job);
 	ft_report(job);

@@ -116,6 +116,18 @@ struct cm_proc {
 	unsigned long long log_bytes, replayed, events_replayed;
 	bool died;     /* exited during the run on its own (the job's first error) */
 	bool stopping; /* said "stopping": freeing its spill store, not hung */
+	/* --cm-restart (cm_restart.c), over the whole run unless said. */
+	int restarts;
+	int injected_kills, other_deaths;
+	bool kill_injected;          /* cmrun sent the current process SIGKILL */
+	char first_death[96];        /* "killed by signal SIGSEGV", the first not injected */
+	ev_tstamp died_at;           /* its last death, until it listens again */
+	double down_total, down_max; /* death -> listening again */
+	int down_count;
+	ev_timer start_timer; /* a restarted CM's bound to report its address,
+	                         or the pause before restarting it again */
+	/* The replay counters of its earlier processes (each reports its own). */
+	unsigned long long replayed_before, events_replayed_before;
 };
 
 enum job_phase {
@@ -180,6 +192,15 @@ struct job {
 	bool status_shown;
 	ev_timer kill_host_timer; /* --kill-host */
 	ev_timer heartbeat_timer; /* detect.c: checks heartbeat ages */
+	/* --cm-restart (cm_restart.c): the CMs' journal directory (NULL when
+	 * none), restarts and kills of CMs. */
+	char *journal_dir;
+	int cm_restarts_total;
+	int cm_kills_done, cm_every_kills;
+	int kill_cm_at_next;       /* next --kill-cm-at entry */
+	ev_tstamp ft_started;      /* when the ranks started: --kill-cm-at's origin */
+	ev_timer kill_cm_timer;    /* --kill-cm-every */
+	ev_timer kill_cm_at_timer; /* --kill-cm-at */
 
 	/* Remote processes (remote.c): the TCP control listener they report
 	 * to, its "IP:PORT" (CHANMEM_CONTROL), and the address servers on
@@ -207,6 +228,10 @@ struct job {
 /* Heartbeat interval variable handed to ranks (the name client/heartbeat.h
  * reads; it belongs in common/jobenv.h). */
 #define CMRUN_ENV_HEARTBEAT_MS "CHANMEM_HEARTBEAT_MS"
+/* --cm-restart: seconds a rank keeps reconnecting to a CM it lost (the
+ * client reads it; without it a lost CM connection is fatal). */
+#define CMRUN_ENV_CM_RECONNECT "CHANMEM_CM_RECONNECT"
+#define CMRUN_CM_RECONNECT_S 30
 /* A CM's "lost" report is acted on after this long if the process is still
  * alive and not exiting: a rank that exits on its own (its sockets close
  * first) is reaped by then and judged by its exit status instead. */
@@ -219,6 +244,9 @@ struct job {
 
 /* Bounds of the phases (seconds). */
 #define CMRUN_CM_START_TIMEOUT 10.0
+/* --cm-restart: a restarted CM that died before it listened is started
+ * again after this long (what took its address may be gone by then). */
+#define CMRUN_CM_RETRY_DELAY 0.5
 #define CMRUN_KILL_GRACE 2.0
 /* Grace periods a CM that said "stopping" gets before SIGKILL (it frees its
  * spill store's disk space, a second or so per 4 GB on this machine). */
@@ -259,10 +287,34 @@ int job_open_direct_listeners(struct job *job);
  * ranks it leaves behind are judged. */
 void job_cm_gone(struct job *job, struct cm_proc *cm);
 
+/* Spawns CM cm (spawn_cm) and watches its ready pipe. 0, or -1 printed. */
+int job_spawn_cm(struct job *job, struct cm_proc *cm);
+
+/* cm_restart.c: --cm-restart, --kill-cm-at, --kill-cm-every. */
+/* Makes the journal directory (--cm-restart). 0, or -1 printed. */
+int cmft_open(struct job *job);
+/* Removes it and what it holds (the job is over, however it ended). */
+void cmft_close(struct job *job);
+/* CM k's journal file, "" without --cm-restart. */
+void cmft_journal_path(const struct job *job, int k, char *buf, size_t len);
+/* CM cm (marked exited, pipes read) ended during the run. Restarts it when
+ * --cm-restart allows; true if it did (the job goes on), false when the
+ * job must stop (a message saying why was printed if a limit did it). */
+bool cmft_cm_died(struct job *job, struct cm_proc *cm, int wait_status);
+/* A restarted CM reported its address again. */
+void cmft_cm_listening(struct job *job, struct cm_proc *cm);
+/* Arms and stops --kill-cm-at and --kill-cm-every (ft_start, ft_stop). */
+void cmft_start(struct job *job);
+void cmft_stop(struct job *job);
+/* The fault report's lines about CM deaths and restarts. */
+void cmft_report(struct job *job);
+
 /* ft.c: fault tolerance. */
 /* Called once the ranks are started: arms fault injection and the status
  * line. */
 void ft_start(struct job *job);
+/* The next number of the --seed sequence. */
+uint64_t ft_random(struct job *job);
 /* The job is stopping or done: no more kills; the final status line. */
 void ft_stop(struct job *job);
 /* The job is over (every CM reaped, its last counters read): the final
@@ -287,6 +339,12 @@ void ft_rank_init(struct job *job, struct rank_proc *r, bool from_image);
 void ft_rank_restored(struct job *job, struct rank_proc *r, unsigned long long image,
                       unsigned long long out, unsigned long long err);
 void ft_rank_crashed(struct job *job, struct rank_proc *r, int sig, unsigned long progress);
+/* For the fault report: "1 injected kill, 2 NOUNs (first: FIRST)", and
+ * "; BACK 0.012 s after its NOUN" (count 1) or the mean and the most. */
+void ft_describe_failures(int injected, int other, const char *noun, const char *first, char *buf,
+                          size_t len);
+void ft_describe_down(const char *back, const char *noun, int count, double total, double max,
+                      char *buf, size_t len);
 /* The end of a run that had faults: what failed, what was restarted from
  * where, what was replayed, how long ranks were down (stderr). */
 void ft_report(struct job *job);

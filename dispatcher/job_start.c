@@ -25,7 +25,7 @@ static int build_rank_env(struct job *job)
 	const char *list_name =
 	    o->transport == CMRUN_TRANSPORT_REPL ? CM_ENV_REPL_PEERS : CM_ENV_PEERS;
 	int n = 0;
-	job->rank_env = calloc(12, sizeof *job->rank_env);
+	job->rank_env = calloc(16, sizeof *job->rank_env);
 	if (job->rank_env == NULL ||
 	    asprintf(&job->rank_env[n++], "%s=%d", CM_ENV_SIZE, o->nranks) < 0 ||
 	    asprintf(&job->rank_env[n++], "%s=%s", CM_ENV_SECRET, job->secret) < 0 ||
@@ -45,6 +45,9 @@ static int build_rank_env(struct job *job)
 	if (o->heartbeat_timeout_ns &&
 	    asprintf(&job->rank_env[n++], "%s=%llu", CMRUN_ENV_HEARTBEAT_MS,
 	             (unsigned long long)(beat_ms ? beat_ms : 1)) < 0)
+		return -1;
+	if (o->cm_restart && asprintf(&job->rank_env[n++], "%s=%d", CMRUN_ENV_CM_RECONNECT,
+	                              CMRUN_CM_RECONNECT_S) < 0)
 		return -1;
 	if (job->ckpt_pid > 0 &&
 	    (asprintf(&job->rank_env[n++], "%s=%s", CM_ENV_CKPT, job->ckpt_addr) < 0 ||
@@ -143,28 +146,48 @@ void job_cm_ready(struct job *job, struct cm_proc *cm, const char *text)
 	}
 	if (*rest)
 		cm_format_any(&unix_addr, unix_text, sizeof unix_text);
-	cm_format_any(&tcp_addr, cm->addr, sizeof cm->addr);
+	cm_format_any(&tcp_addr, tcp, sizeof tcp);
+	if (cm->addr[0] && (strcmp(tcp, cm->addr) != 0 || strcmp(unix_text, cm->unix_addr) != 0)) {
+		/* Restarted (--cm-restart): its ranks only know the old one. */
+		output_message("error: cmserver %d came back on %s%s%s, not on %s%s%s", cm->index,
+		               tcp, *unix_text ? " " : "", unix_text, cm->addr,
+		               cm->unix_addr[0] ? " " : "", cm->unix_addr);
+		job_stop(job, CMRUN_EXIT_FAILURE);
+		return;
+	}
+	bool again = cm->addr[0] != '\0';
+	snprintf(cm->addr, sizeof cm->addr, "%s", tcp);
 	snprintf(cm->unix_addr, sizeof cm->unix_addr, "%s", unix_text);
 	cm->ready = true;
-	output_verbose("cmserver %d (pid %d) listening on %s%s%s", cm->index, (int)cm->pid,
-	               cm->addr, *unix_text ? " " : "", unix_text);
+	output_verbose("cmserver %d (pid %d) listening %son %s%s%s", cm->index, (int)cm->pid,
+	               again ? "again " : "", cm->addr, *unix_text ? " " : "", unix_text);
+	if (again)
+		cmft_cm_listening(job, cm);
 }
 
 void job_start_cms(struct job *job)
 {
 	job_enter_phase(job, PHASE_START_CMS, CMRUN_CM_START_TIMEOUT);
-	for (int i = 0; i < job->ncms; i++) {
-		struct cm_proc *cm = &job->cms[i];
-		if (spawn_cm(job, cm) < 0) {
+	for (int i = 0; i < job->ncms; i++)
+		if (job_spawn_cm(job, &job->cms[i]) < 0) {
 			job_stop(job, CMRUN_EXIT_FAILURE);
 			return;
 		}
-		if (cm->ready_fd < 0)
-			continue; /* remote: the address comes with its reports */
-		ev_io_init(&cm->ready_io, on_cm_ready, cm->ready_fd, EV_READ);
-		cm->ready_io.data = cm;
-		ev_io_start(job->loop, &cm->ready_io);
-	}
+}
+
+int job_spawn_cm(struct job *job, struct cm_proc *cm)
+{
+	cm->ready = false;
+	cm->ready_len = 0;
+	cm->report_len = 0;
+	if (spawn_cm(job, cm) < 0)
+		return -1;
+	if (cm->ready_fd < 0)
+		return 0; /* remote: the address comes with its reports */
+	ev_io_init(&cm->ready_io, on_cm_ready, cm->ready_fd, EV_READ);
+	cm->ready_io.data = cm;
+	ev_io_start(job->loop, &cm->ready_io);
+	return 0;
 }
 
 int job_open_direct_listeners(struct job *job)

@@ -165,6 +165,36 @@ void cmrun_cm_argv(const struct cmrun_options *o, char **argv, int *argc)
 	}
 }
 
+static int kill_cm_at_order(const void *a, const void *b)
+{
+	const struct cmrun_kill_cm_at *x = a, *y = b;
+	return x->ns < y->ns ? -1 : x->ns > y->ns;
+}
+
+/* --cm-restart and the options that only make sense with it. */
+static int check_cm_restart(struct cmrun_options *opts, bool have_max_cm_restarts,
+                            struct cmdline_state *st)
+{
+	if (!opts->cm_restart && (opts->nkill_cm_at || opts->kill_cm_every_ns))
+		return cmdline_fail(st, "--kill-cm-at and --kill-cm-every kill channel memories: "
+		                        "they need --cm-restart (without it a CM's death stops the "
+		                        "job)");
+	if (!opts->cm_restart && have_max_cm_restarts)
+		return cmdline_fail(st, "--max-cm-restarts goes with --cm-restart");
+	if (opts->cm_restart && opts->transport != CMRUN_TRANSPORT_CM)
+		return cmdline_fail(st, "--cm-restart needs --transport cm: there is no channel "
+		                        "memory to restart");
+	for (int i = 0; i < opts->nkill_cm_at; i++)
+		if (opts->kill_cm_at[i].cm >= opts->ncms)
+			return cmdline_fail(
+			    st, "--kill-cm-at: cmserver %d is not in the job (CMs 0 to %d)",
+			    opts->kill_cm_at[i].cm, opts->ncms - 1);
+	/* The timer takes them in time order. */
+	qsort(opts->kill_cm_at, (size_t)opts->nkill_cm_at, sizeof opts->kill_cm_at[0],
+	      kill_cm_at_order);
+	return CMDLINE_OK;
+}
+
 /* --hosts / --host, the slot count, --kill-host's host. */
 static int parse_placement(struct cmrun_options *opts, const char *hosts_file,
                            const char *host_list, const char *kill_host_text,
@@ -217,6 +247,7 @@ static int parse_placement(struct cmrun_options *opts, const char *hosts_file,
 struct cmrun_parse {
 	struct cmrun_options o;
 	long nranks, ncms, replicas, kill_replica, max_restarts, kill_count, port_base;
+	long max_cm_restarts;
 	int mode, transport, cm_socket, map_by; /* indexes in their rows' choices */
 	uint64_t ckpt_every_ns;
 	const char *hosts_file, *host_list, *kill_host_text, *kill_rank_text, *launch_text;
@@ -293,6 +324,30 @@ SET_FN(set_kill_at)
 	    cm_parse_duration(colon + 1, &P->o.kill_at_ns) < 0)
 		return -1;
 	P->o.kill_at_rank = (int)v;
+	return 0;
+}
+
+SET_FN(set_kill_cm_at)
+{
+	char cm_text[16];
+	long cm;
+	struct cmrun_kill_cm_at *k = &P->o.kill_cm_at[P->o.nkill_cm_at];
+	const char *colon = strchr(arg, ':');
+	size_t len = colon ? (size_t)(colon - arg) : 0;
+	if (P->o.nkill_cm_at == CMRUN_MAX_KILL_CM_AT) {
+		snprintf(err, errlen, "--kill-cm-at is given more than %d times",
+		         CMRUN_MAX_KILL_CM_AT);
+		return -1;
+	}
+	if (colon == NULL || len == 0 || len >= sizeof cm_text)
+		return -1;
+	memcpy(cm_text, arg, len);
+	cm_text[len] = '\0';
+	if (cm_parse_long(cm_text, 0, CMRUN_MAX_CMS - 1, &cm) < 0 ||
+	    cm_parse_duration(colon + 1, &k->ns) < 0)
+		return -1;
+	k->cm = (int)cm;
+	P->o.nkill_cm_at++;
 	return 0;
 }
 
@@ -420,14 +475,16 @@ static const struct cmdline_opt cmrun_opts[] = {
      .hi = CMRUN_MAX_KILL_COUNT, .bad = "--kill-count takes a number from 1 to {hi}, not '{}'",
      .help = "injected kills at most (default " S(
          CMRUN_DEFAULT_KILL_COUNT) "; with\n"
-                                   "--kill-rank R, at most --max-restarts)"},
+                                   "--kill-rank R, at most --max-restarts); also bounds\n"
+                                   "--kill-cm-every's kills"},
     {"kill-signal", .kind = CMDLINE_CALL, .meta = "SIG", .set = set_kill_signal,
      .bad = "--kill-signal takes a signal name (KILL, TERM, ...) or number, not '{}'",
      .help = "signal of injected kills (KILL, TERM, ... or a\n"
              "number; default KILL)"},
     {"seed", .kind = CMDLINE_CALL, .meta = "S", .set = set_seed,
      .bad = "--seed takes a non-negative integer, not '{}'",
-     .help = "seed of the random choice of --kill-rank random"},
+     .help = "seed of the random choice of --kill-rank random and\n"
+             "of --kill-cm-every"},
     {"kill-at", .kind = CMDLINE_CALL, .meta = "R:T", .set = set_kill_at,
      .bad = "--kill-at takes RANK:DELAY such as 1:200ms, not '{}'",
      .help = "kill rank R once, T after the ranks started"},
@@ -435,6 +492,31 @@ static const struct cmdline_opt cmrun_opts[] = {
      .bad = "--kill-host takes NAME@DELAY such as b@200ms, not '{}'",
      .help = "kill every rank of host NAME together, T after the\n"
              "ranks started (needs --hosts or --host)"},
+    {"cm-restart", .kind = CMDLINE_FLAG, .field = AT(o.cm_restart, bool),
+     .help = "a channel memory that dies is restarted on the same\n"
+             "address and recovers from its journal (a private\n"
+             "directory under --spill-dir or $TMPDIR, removed at\n"
+             "the end); the ranks reconnect to it",
+     .man = "A CM counts as dead when it is killed, exits or its report pipe ends; it is "
+            "started again with the same command line, on the same TCP port and abstract "
+            "unix name (its journal is\n.BR \"cmserver \\-\\-journal\" ),\nand the ranks get\n"
+            ".B CHANMEM_CM_RECONNECT=30\nto reconnect. The journals are on this machine's "
+            "file system: a CM on another host needs that directory there too (a shared "
+            "file system)."},
+    {"max-cm-restarts", .kind = CMDLINE_LONG, .meta = "N", .field = AT(max_cm_restarts, long),
+     .lo = 0, .hi = 1000000, .bad = "--max-cm-restarts takes a number from 0 to 1000000, not '{}'",
+     .help = "restarts allowed per CM (default " S(CMRUN_DEFAULT_MAX_RESTARTS) "; --cm-restart)",
+     .man = "Past it the CM's death stops the job."},
+    {"kill-cm-at", .kind = CMDLINE_CALL, .meta = "K:T", .set = set_kill_cm_at,
+     .bad = "--kill-cm-at takes CM:DELAY such as 0:200ms, not '{}'",
+     .help = "kill CM K (SIGKILL) once, T after the ranks started\n"
+             "(repeatable; needs --cm-restart)"},
+    {"kill-cm-every", .kind = CMDLINE_DURATION, .meta = "T",
+     .field = AT(o.kill_cm_every_ns, uint64_t), .ulo = 1000000, .uhi = UINT64_MAX,
+     .bad = "--kill-cm-every takes a duration of at least 1ms such as 500ms or 2s, not '{}'",
+     .help = "kill a random CM every T (needs --cm-restart)",
+     .man = "Only a CM that listens and has a restart left is chosen, at most\n"
+            ".B \\-\\-kill\\-count\ntimes, with\n.BR \\-\\-seed ."},
     {"heartbeat-timeout", .kind = CMDLINE_DURATION, .meta = "T",
      .field = AT(o.heartbeat_timeout_ns, uint64_t),
      .uhi = (uint64_t)CMRUN_MAX_HEARTBEAT_TIMEOUT_S * 1000000000ull, .set = set_heartbeat,
@@ -544,8 +626,8 @@ static int check_all(struct cmrun_parse *P, int argc, char **argv, struct cmdlin
 	struct cmrun_options *opts = &P->o;
 #define GIVEN(name) cmdline_given(&cmrun_cmdline, st, name)
 	bool have_replicate = GIVEN("replicate");
-	bool have_kill_opts =
-	    GIVEN("kill-rank") || GIVEN("kill-count") || GIVEN("kill-signal") || GIVEN("seed");
+	bool have_rank_kill_opts = GIVEN("kill-rank") || GIVEN("kill-signal");
+	bool have_kill_opts = have_rank_kill_opts || GIVEN("kill-count") || GIVEN("seed");
 	const char *kill_host_text = P->kill_host_text;
 	if (!GIVEN("np"))
 		return cmdline_fail(st, "missing -n N (the number of ranks)");
@@ -558,6 +640,7 @@ static int check_all(struct cmrun_parse *P, int argc, char **argv, struct cmdlin
 	opts->replicas = (int)P->replicas;
 	opts->kill_replica = (int)P->kill_replica;
 	opts->max_restarts = (int)P->max_restarts;
+	opts->max_cm_restarts = (int)P->max_cm_restarts;
 	opts->kill_count = (int)P->kill_count;
 	opts->port_base = (int)P->port_base;
 	opts->mode = known_modes[P->mode];
@@ -589,9 +672,13 @@ static int check_all(struct cmrun_parse *P, int argc, char **argv, struct cmdlin
 	    (GIVEN("cms") || GIVEN("mode") || GIVEN("max-message") || GIVEN("cm-socket")))
 		return cmdline_fail(st, "--cms, --mode, --max-message and --cm-socket apply to "
 		                        "--transport cm only");
-	if (have_kill_opts && opts->kill_every_ns == 0)
+	if (have_kill_opts && opts->kill_every_ns == 0 &&
+	    (opts->kill_cm_every_ns == 0 || have_rank_kill_opts))
 		return cmdline_fail(st, "--kill-rank, --kill-count, --kill-signal and --seed go "
-		                        "with --kill-every");
+		                        "with --kill-every (--kill-count and --seed also with "
+		                        "--kill-cm-every)");
+	if (check_cm_restart(opts, GIVEN("max-cm-restarts"), st) < 0)
+		return CMDLINE_ERROR;
 	/* Kills aimed at one rank all count against its restarts: by default
 	 * no more than it may survive, so the documented example succeeds. */
 	if (!GIVEN("kill-count") && opts->kill_rank >= 0 && opts->kill_count > opts->max_restarts)
@@ -642,6 +729,7 @@ int cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts, struc
 	P.o.heartbeat_timeout_text = "10s";
 	P.ncms = 1;
 	P.max_restarts = CMRUN_DEFAULT_MAX_RESTARTS;
+	P.max_cm_restarts = CMRUN_DEFAULT_MAX_RESTARTS;
 	P.kill_count = CMRUN_DEFAULT_KILL_COUNT;
 	P.replicas = 1;
 	P.kill_replica = -1;

@@ -17,6 +17,7 @@
 #define CMRUN_DEFAULT_KILL_COUNT 5
 #define CMRUN_MAX_KILL_COUNT 100000
 #define CMRUN_MAX_REPLICAS 4
+#define CMRUN_MAX_KILL_CM_AT 64 /* --kill-cm-at given this many times at most */
 /* --heartbeat-timeout default: long enough that a rank descheduled on a
  * loaded machine, or one writing a large checkpoint, is not taken for a hung
  * one (false kills cost a re-execution); short enough that a hung job is
@@ -82,6 +83,15 @@ struct cmrun_options {
 	bool have_seed;
 	int kill_at_rank; /* --kill-at RANK:DELAY, -1 = none */
 	uint64_t kill_at_ns;
+	/* Channel memory restarts (cm_restart.c). */
+	bool cm_restart;           /* --cm-restart */
+	int max_cm_restarts;       /* --max-cm-restarts, per CM */
+	uint64_t kill_cm_every_ns; /* --kill-cm-every, 0 = none */
+	int nkill_cm_at;           /* --kill-cm-at CM:DELAY entries, sorted by delay */
+	struct cmrun_kill_cm_at {
+		int cm;
+		uint64_t ns;
+	} kill_cm_at[CMRUN_MAX_KILL_CM_AT];
 	bool status;    /* --status */
 	bool no_status; /* --no-status (the default is on when stderr is a terminal) */
 	/* Detection (docs/fault-tolerance.md): 0 = heartbeats off. */

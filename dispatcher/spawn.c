@@ -281,6 +281,7 @@ static bool is_job_variable(const char *entry)
 	                                    CM_ENV_LISTEN_FD,
 	                                    CM_ENV_CONTROL_FD,
 	                                    CMRUN_ENV_HEARTBEAT_MS,
+	                                    CMRUN_ENV_CM_RECONNECT,
 	                                    CM_ENV_CONTROL,
 	                                    CM_ENV_LISTEN};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
@@ -496,21 +497,34 @@ int spawn_cm(struct job *job, struct cm_proc *cm)
 
 	/* The secret travels in the environment, never on the command line
 	 * (which every user of the machine can read in /proc). */
-	char *argv[16 + CMRUN_CM_ARGV_MAX];
+	char *argv[24 + CMRUN_CM_ARGV_MAX];
 	int argc = 0;
-	char listen[32];
+	char listen[32], journal[PATH_MAX];
 	const struct cmrun_host *host = &o->hosts.list[cm->host_index];
 	/* Reached by ranks on other hosts: on its host's address (remote), or
-	 * the one remote processes reach this machine at. */
-	snprintf(listen, sizeof listen, "%s:0",
-	         cm->remote        ? host->addr
-	         : job->any_remote ? job->local_ip
-	                           : "127.0.0.1");
+	 * the one remote processes reach this machine at. A restarted CM
+	 * listens where its ranks knew it: the port and unix name it had. */
+	if (cm->addr[0])
+		snprintf(listen, sizeof listen, "%s", cm->addr);
+	else
+		snprintf(listen, sizeof listen, "%s:0",
+		         cm->remote        ? host->addr
+		         : job->any_remote ? job->local_ip
+		                           : "127.0.0.1");
 	argv[argc++] = cm->remote ? job->cmserver_path : "cmserver";
 	argv[argc++] = "--mode";
 	argv[argc++] = (char *)o->mode;
 	argv[argc++] = "--listen";
 	argv[argc++] = listen;
+	if (cm->unix_addr[0]) {
+		argv[argc++] = "--unix";
+		argv[argc++] = cm->unix_addr;
+	}
+	cmft_journal_path(job, cm->index, journal, sizeof journal);
+	if (journal[0]) {
+		argv[argc++] = "--journal";
+		argv[argc++] = journal;
+	}
 	if (cm->remote) {
 		/* No descriptor crosses the launcher: its stdout carries the
 		 * "listening on" line, then its reports. */

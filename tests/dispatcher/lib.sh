@@ -63,6 +63,18 @@ expect_status() {
 	}
 }
 
+# refused MESSAGE ARGS...: cmrun ARGS... exits 2 with MESSAGE on stderr and
+# starts no cmserver (none recorded in $CM_ARGS_FILE, when the test sets it).
+refused() {
+	msg=$1
+	shift
+	run_cmrun "$@"
+	expect_status 2 "cmrun $*"
+	expect_err "$msg" "cmrun $*"
+	[ -z "$CM_ARGS_FILE" ] || [ ! -e "$CM_ARGS_FILE" ] ||
+		fail "a cmserver was started for a refused command: $*"
+}
+
 expect_err() {
 	grep -qF -- "$1" "$T/err" || {
 		echo "stderr:"; head -20 "$T/err"

@@ -56,16 +56,6 @@ run_cmrun -n 2 --hosts "$T/hosts" --launch "exec {cmd}" --log-mem 64MiB --spill-
 expect_status 0 "remote CM options"
 expect_cm_args 1 "--log-mem 67108864" "--spill-dir $T/spill" "--cut-through-min 0"
 
-# refused MESSAGE ARGS...: status 2, MESSAGE on stderr, no CM started.
-refused() {
-	msg=$1
-	shift
-	run_cmrun "$@"
-	expect_status 2 "cmrun $*"
-	expect_err "$msg" "cmrun $*"
-	[ ! -e "$CM_ARGS_FILE" ] || fail "a cmserver was started for a refused command: $*"
-}
-
 note "bad values are refused before anything starts"
 refused "--log-mem takes a size such as 512MiB, not 'lots'" -n 1 --log-mem lots true
 refused "--log-mem takes a size such as 512MiB, not '-1'" -n 1 --log-mem -1 true

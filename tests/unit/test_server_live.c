@@ -91,6 +91,9 @@ START_TEST(test_command_line)
 	    {{"--listen", "127.0.0.1:70000", NULL}, SECRET, 2, "--listen"},
 	    {{"--listen", "127.0.0.1", NULL}, SECRET, 2, "--listen"},
 	    {{"--listen", "127.0.0.1: 5", NULL}, SECRET, 2, "--listen"},
+	    {{"--unix", "name", NULL}, SECRET, 2, "--unix 'name': expected unix:@NAME"},
+	    {{"--unix", "127.0.0.1:5", NULL}, SECRET, 2, "expected unix:@NAME"},
+	    {{"--unix", "unix:@a", "--no-unix", NULL}, SECRET, 2, "contradict"},
 	    {{"--mode", "multiplexer", "--threads", "", NULL}, SECRET, 2, "--threads"},
 	    {{"--world-size", "0", NULL}, SECRET, 2, "--world-size"},
 	    {{"--world-size", " 2", NULL}, SECRET, 2, "--world-size"},
@@ -153,6 +156,39 @@ START_TEST(test_secret_file)
 }
 END_TEST
 
+/* --unix: the server listens on the given abstract name, a second server
+ * cannot take it while the first runs, and a new one can once it is gone
+ * (how cmrun --cm-restart brings a CM back on its address). */
+START_TEST(test_unix_name)
+{
+	char name[64], ready[256], want[80], why[128];
+	snprintf(name, sizeof name, "unix:@chanmem-test-%d", (int)getpid());
+	snprintf(want, sizeof want, " %s\n", name);
+	char *extra[] = {"--unix", name, NULL};
+	for (int round = 0; round < 2; round++) {
+		server_pid = spawn_server(SECRET, extra, ready, sizeof ready, NULL);
+		char *sp = strchr(ready, ' ');
+		ck_assert_msg(sp && strcmp(sp, want) == 0, "round %d: ready line '%s'", round,
+		              ready);
+		struct cm_addr addr;
+		ck_assert_int_eq(cm_parse_addr(name, &addr, why, sizeof why), 0);
+		int a = cm_connect(&addr, IO_MS);
+		ck_assert_int_ge(a, 0);
+		send_hello(a, 0, 1, 0, SECRET);
+		expect_header_only(a, CM_T_HELLO_ACK, 0);
+		if (round == 0) {
+			char err[2048];
+			int st = run_cli(SECRET, extra, err, sizeof err);
+			ck_assert_msg(st == 1 &&
+			                  strstr(err, "cannot listen on an abstract unix") != NULL,
+			              "second server on a taken name: exit %d: %s", st, err);
+		}
+		close(a);
+		stop_server_expect_clean();
+	}
+}
+END_TEST
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -162,6 +198,7 @@ int main(void)
 	live_add_common_tests(t); /* in cmserver's default mode: no --mode */
 	tcase_add_test(t, test_command_line);
 	tcase_add_test(t, test_secret_file);
+	tcase_add_test(t, test_unix_name);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,312 @@
+/* Surviving a channel memory's death (cmrun --cm-restart,
+ * docs/fault-tolerance.md, "Channel memory death").
+ *
+ * Every CM journals what changes its state to DIR/cm-K.journal, DIR being a
+ * private directory cmrun makes for the job and removes at its end. A CM
+ * that dies during the run is started again with the same command line on
+ * the same TCP port and abstract unix name (spawn.c takes them from what it
+ * reported the first time), so the ranks, which keep reconnecting for
+ * CMRUN_CM_RECONNECT_S seconds, find it where they knew it; it recovers its
+ * state from the journal. Fault injection: --kill-cm-at and
+ * --kill-cm-every. */
+#include <config.h>
+
+#include "job.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "output.h"
+
+int cmft_open(struct job *job)
+{
+	const struct cmrun_options *o = job->opts;
+	if (!o->cm_restart)
+		return 0;
+	/* With --spill-dir the journals go where the user put the CMs' disk
+	 * data; cmrun's own $TMPDIR otherwise. */
+	const char *base = o->cm_opt_given[CMRUN_CM_SPILL_DIR] ? o->cm_opt_value[CMRUN_CM_SPILL_DIR]
+	                                                       : getenv("TMPDIR");
+	if (base == NULL || base[0] == '\0')
+		base = "/tmp";
+	if (asprintf(&job->journal_dir, "%s/cmrun-journal-XXXXXX", base) < 0) {
+		job->journal_dir = NULL;
+		output_message("error: out of memory");
+		return -1;
+	}
+	/* mkdtemp: mode 0700, a name nobody else has. */
+	if (mkdtemp(job->journal_dir) == NULL) {
+		output_message("error: --cm-restart: cannot make a journal directory in %s: %s",
+		               base, strerror(errno));
+		free(job->journal_dir);
+		job->journal_dir = NULL;
+		return -1;
+	}
+	output_verbose("--cm-restart: CM journals in %s", job->journal_dir);
+	return 0;
+}
+
+void cmft_close(struct job *job)
+{
+	if (job->journal_dir == NULL)
+		return;
+	/* Whatever the CMs left there: journals and anything they keep next
+	 * to them. */
+	DIR *d = opendir(job->journal_dir);
+	struct dirent *e;
+	while (d && (e = readdir(d)) != NULL)
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+		    unlinkat(dirfd(d), e->d_name, 0) < 0)
+			output_message("warning: cannot remove %s/%s: %s", job->journal_dir,
+			               e->d_name, strerror(errno));
+	if (d)
+		closedir(d);
+	if (rmdir(job->journal_dir) < 0)
+		output_message("warning: cannot remove the CM journal directory %s: %s",
+		               job->journal_dir, strerror(errno));
+	free(job->journal_dir);
+	job->journal_dir = NULL;
+}
+
+void cmft_journal_path(const struct job *job, int k, char *buf, size_t len)
+{
+	if (job->journal_dir)
+		snprintf(buf, len, "%s/cm-%d.journal", job->journal_dir, k);
+	else if (len)
+		buf[0] = '\0';
+}
+
+static void on_start_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct cm_proc *cm = w->data;
+	struct job *job = ev_userdata(loop);
+	if (cm->ready || cm->state != PROC_RUNNING || job->phase != PHASE_RUN)
+		return;
+	output_message("error: restarted cmserver %d (pid %d) did not report its address within "
+	               "%.0f s; stopping the job",
+	               cm->index, (int)cm->pid, CMRUN_CM_START_TIMEOUT);
+	cm->died = true;
+	job_stop(job, CMRUN_EXIT_FAILURE);
+}
+
+/* Starts it again, bounded by CMRUN_CM_START_TIMEOUT. 0, or -1 printed. */
+static int respawn(struct job *job, struct cm_proc *cm)
+{
+	if (job_spawn_cm(job, cm) < 0)
+		return -1;
+	ev_timer_init(&cm->start_timer, on_start_timeout, CMRUN_CM_START_TIMEOUT, 0.);
+	cm->start_timer.data = cm;
+	ev_timer_start(job->loop, &cm->start_timer);
+	return 0;
+}
+
+static void on_respawn(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct cm_proc *cm = w->data;
+	struct job *job = ev_userdata(loop);
+	if (job->phase != PHASE_RUN || respawn(job, cm) == 0)
+		return;
+	output_message("cmserver %d: restarting it failed; stopping the job", cm->index);
+	cm->died = true;
+	job_stop(job, CMRUN_EXIT_FAILURE);
+}
+
+bool cmft_cm_died(struct job *job, struct cm_proc *cm, int wait_status)
+{
+	const struct cmrun_options *o = job->opts;
+	if (!o->cm_restart || job->phase != PHASE_RUN)
+		return false;
+	char how[96];
+	describe_wait_status(wait_status, how, sizeof how);
+	job->had_faults = true;
+	ev_timer_stop(job->loop, &cm->start_timer);
+	if (cm->kill_injected)
+		cm->injected_kills++;
+	else if (cm->other_deaths++ == 0)
+		snprintf(cm->first_death, sizeof cm->first_death, "%s", how);
+	/* A death before it listened again counts from the first one. */
+	if (cm->ready)
+		cm->died_at = ev_now(job->loop);
+	if (cm->restarts >= o->max_cm_restarts) {
+		output_message("cmserver %d (pid %d) %s; not restarted: it reached "
+		               "--max-cm-restarts %d; stopping the job",
+		               cm->index, (int)cm->pid, how, o->max_cm_restarts);
+		cm->died = true;
+		return false;
+	}
+	cm->restarts++;
+	job->cm_restarts_total++;
+	cm->replayed_before += cm->replayed;
+	cm->events_replayed_before += cm->events_replayed;
+	cm->replayed = cm->events_replayed = 0;
+	cm->kill_injected = cm->stopping = false;
+	/* Its stderr was read to the end when it was reaped. */
+	if (cm->err)
+		output_source_close(cm->err);
+	cm->err = NULL;
+	/* One that died before it listened again may have found its address
+	 * still taken (a connection on its port): not at once again. */
+	double delay = cm->ready ? 0. : CMRUN_CM_RETRY_DELAY;
+	output_verbose("cmserver %d (pid %d) %s: restarting it on %s%s (restart %d of %d)",
+	               cm->index, (int)cm->pid, how, cm->addr, delay > 0 ? " shortly" : "",
+	               cm->restarts, o->max_cm_restarts);
+	if (delay > 0) {
+		ev_timer_init(&cm->start_timer, on_respawn, delay, 0.);
+		cm->start_timer.data = cm;
+		ev_timer_start(job->loop, &cm->start_timer);
+		return true;
+	}
+	if (respawn(job, cm) < 0) {
+		output_message("cmserver %d %s, and restarting it failed; stopping the job",
+		               cm->index, how);
+		cm->died = true;
+		return false;
+	}
+	return true;
+}
+
+void cmft_cm_listening(struct job *job, struct cm_proc *cm)
+{
+	ev_timer_stop(job->loop, &cm->start_timer);
+	if (cm->died_at == 0)
+		return;
+	double down = ev_now(job->loop) - cm->died_at;
+	cm->died_at = 0;
+	cm->down_total += down;
+	cm->down_count++;
+	if (down > cm->down_max)
+		cm->down_max = down;
+}
+
+/* ---- fault injection ---- */
+
+static bool kill_cm(struct job *job, struct cm_proc *cm, const char *why)
+{
+	if (cm->state != PROC_RUNNING || cm->pid <= 0)
+		return false;
+	/* By pid, a child cmrun has not reaped. A remote CM's launcher: its
+	 * whole group, which holds what it started on this machine. */
+	if (kill(cm->remote ? -cm->pid : cm->pid, SIGKILL) < 0)
+		return false;
+	cm->kill_injected = true;
+	job->cm_kills_done++;
+	output_verbose("%s: SIGKILL to cmserver %d (pid %d)", why, cm->index, (int)cm->pid);
+	return true;
+}
+
+/* Arms the timer for the next --kill-cm-at entry, if any. */
+static void arm_kill_cm_at(struct job *job)
+{
+	const struct cmrun_options *o = job->opts;
+	if (job->kill_cm_at_next >= o->nkill_cm_at)
+		return;
+	double at = job->ft_started + (double)o->kill_cm_at[job->kill_cm_at_next].ns / 1e9;
+	double in = at - ev_now(job->loop);
+	ev_timer_set(&job->kill_cm_at_timer, in > 0 ? in : 0., 0.);
+	ev_timer_start(job->loop, &job->kill_cm_at_timer);
+}
+
+static void on_kill_cm_at(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct job *job = w->data;
+	const struct cmrun_options *o = job->opts;
+	if (job->phase != PHASE_RUN)
+		return;
+	/* Every entry that is due: several may share a time. */
+	double elapsed = ev_now(loop) - job->ft_started;
+	while (job->kill_cm_at_next < o->nkill_cm_at &&
+	       (double)o->kill_cm_at[job->kill_cm_at_next].ns / 1e9 <= elapsed + 1e-6)
+		kill_cm(job, &job->cms[o->kill_cm_at[job->kill_cm_at_next++].cm], "--kill-cm-at");
+	arm_kill_cm_at(job);
+}
+
+static void on_kill_cm_every(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct job *job = w->data;
+	const struct cmrun_options *o = job->opts;
+	if (job->phase != PHASE_RUN || job->cm_every_kills >= o->kill_count) {
+		ev_timer_stop(loop, w);
+		return;
+	}
+	/* A random CM that listens (not one still coming back) and has a
+	 * restart left: random kills test recovery, not the limit. */
+	int candidates = 0, pick;
+	for (int i = 0; i < job->ncms; i++)
+		candidates += job->cms[i].state == PROC_RUNNING && job->cms[i].ready &&
+		              job->cms[i].restarts < o->max_cm_restarts;
+	if (candidates == 0)
+		return;
+	pick = (int)(ft_random(job) % (uint64_t)candidates);
+	for (int i = 0; i < job->ncms; i++) {
+		struct cm_proc *cm = &job->cms[i];
+		if (cm->state == PROC_RUNNING && cm->ready && cm->restarts < o->max_cm_restarts &&
+		    pick-- == 0) {
+			job->cm_every_kills += kill_cm(job, cm, "--kill-cm-every");
+			break;
+		}
+	}
+	if (job->cm_every_kills >= o->kill_count)
+		ev_timer_stop(loop, w);
+}
+
+void cmft_start(struct job *job)
+{
+	const struct cmrun_options *o = job->opts;
+	job->ft_started = ev_now(job->loop);
+	if (o->nkill_cm_at) {
+		ev_init(&job->kill_cm_at_timer, on_kill_cm_at);
+		job->kill_cm_at_timer.data = job;
+		arm_kill_cm_at(job);
+	}
+	if (o->kill_cm_every_ns) {
+		double t = (double)o->kill_cm_every_ns / 1e9;
+		output_verbose("fault injection: a CM every %.3f s, %d kills at most", t,
+		               o->kill_count);
+		ev_timer_init(&job->kill_cm_timer, on_kill_cm_every, t, t);
+		job->kill_cm_timer.data = job;
+		ev_timer_start(job->loop, &job->kill_cm_timer);
+	}
+}
+
+void cmft_stop(struct job *job)
+{
+	const struct cmrun_options *o = job->opts;
+	if (o->nkill_cm_at)
+		ev_timer_stop(job->loop, &job->kill_cm_at_timer);
+	if (o->kill_cm_every_ns)
+		ev_timer_stop(job->loop, &job->kill_cm_timer);
+	for (int i = 0; i < job->ncms; i++)
+		ev_timer_stop(job->loop, &job->cms[i].start_timer);
+}
+
+/* ---- the fault report ---- */
+
+void cmft_report(struct job *job)
+{
+	int died = 0;
+	for (int i = 0; i < job->ncms; i++)
+		died += job->cms[i].injected_kills + job->cms[i].other_deaths;
+	if (died == 0)
+		return;
+	output_message("  channel memories: %d restart%s", job->cm_restarts_total,
+	               job->cm_restarts_total == 1 ? "" : "s");
+	for (int i = 0; i < job->ncms; i++) {
+		const struct cm_proc *cm = &job->cms[i];
+		char deaths[192], down[128];
+		if (cm->injected_kills + cm->other_deaths == 0)
+			continue;
+		ft_describe_failures(cm->injected_kills, cm->other_deaths, "death", cm->first_death,
+		                     deaths, sizeof deaths);
+		ft_describe_down("listening again", "death", cm->down_count, cm->down_total,
+		                 cm->down_max, down, sizeof down);
+		output_message("  cmserver %d: %s; %d restart%s%s", cm->index, deaths, cm->restarts,
+		               cm->restarts == 1 ? "" : "s", down);
+	}
+}
