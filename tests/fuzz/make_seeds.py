@@ -114,6 +114,11 @@ write("cmdline", "cmrun_ckpt", argv("-n", "2", "--ckpt-dir", "d", "--ckpt-every"
 write("cmdline", "cmserver", argv("--mode", "specialized", "--threads", "4", "--listen",
                                  "127.0.0.1:0", "--no-unix", "--ready-fd", "3", "--report-fd",
                                  "4", "--max-message", "1M", "--world-size", "8", "-v"))
+write("cmdline", "cmrun_cm_restart", argv("-n", "4", "--cms", "2", "--cm-restart",
+                                         "--max-cm-restarts", "2", "--kill-cm-at", "1:300ms",
+                                         "--kill-cm-every", "1s", "--kill-count", "3", "prog"))
+write("cmdline", "cmserver_journal", argv("--unix", "unix:@cm-0", "--journal", "j",
+                                         "--cut-through-min", "64K", "--secret-file", "s"))
 write("cmdline", "ckptserver", argv("--dir", "d", "--keep", "3", "--level", "-5",
                                    "--max-image", "1G", "--reset-corrupt-store",
                                    "--secret-file", "s"))
