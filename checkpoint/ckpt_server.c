@@ -1,10 +1,10 @@
 /* ckptserver: the checkpoint server. Parses and validates the command line,
  * reads the job secret, opens the image store, listens, tells whoever
  * started it where, and serves each connection in its own thread (see
- * ckpt_session.c for why threads). --list and --remove open the store, act
- * and exit instead. */
+ * ckpt_session.c for why threads). */
 #include "config.h"
 
+#include "ckpt_cli.h"
 #include "ckpt_session.h"
 #include "ckpt_store.h"
 
@@ -17,12 +17,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,75 +30,6 @@
 #include <time.h>
 #include <unistd.h>
 #include <zstd.h>
-
-#define EXIT_USAGE 2
-#define DEFAULT_KEEP 2
-#define MAX_KEEP 100000
-#define DEFAULT_LEVEL 3
-#define DEFAULT_MAX_IMAGE (64ull << 30)
-
-static void usage(FILE *out)
-{
-	fprintf(
-	    out,
-	    "Usage: ckptserver --dir DIR [OPTION]...\n"
-	    "       ckptserver --list --dir DIR\n"
-	    "       ckptserver --remove JOB --dir DIR\n"
-	    "The chanmem checkpoint server: stores rank images (zstd-compressed files\n"
-	    "indexed in LMDB) and serves the latest one of a rank on request.\n"
-	    "\n"
-	    "Options:\n"
-	    "  --dir DIR            directory of the images and the index (created if\n"
-	    "                       missing; one ckptserver per directory)\n"
-	    "  --listen ADDR:PORT   address to listen on (default 127.0.0.1:0; port 0 picks\n"
-	    "                       a free port). Prints 'ckptserver: listening on HOST:PORT'.\n"
-	    "  --ready-fd N         once listening, write \"HOST:PORT\\n\" to fd N and close it\n"
-	    "  --keep K             images kept per job and rank (default %d, 1..%d)\n"
-	    "  --level L            zstd compression level (default %d, %d..%d)\n"
-	    "  --max-image BYTES    largest image accepted (default 64GiB; units K, M, G,\n"
-	    "                       KiB, MiB, GiB)\n"
-	    "  --secret-file FILE   read the 32-character job secret from the first line of\n"
-	    "                       FILE; the environment variable %s takes precedence\n"
-	    "  --reset-corrupt-store  if the store in DIR is damaged, move it into\n"
-	    "                       DIR/corrupt-TIME-PID and start with an empty one\n"
-	    "                       (without it a damaged store is refused: exit 1)\n"
-	    "  --list               print what DIR holds, one line per job and rank (its\n"
-	    "                       newest image: generation, size, time; images kept),\n"
-	    "                       and exit without serving\n"
-	    "  --remove JOB         remove every image of job JOB from DIR and exit\n"
-	    "                       without serving (exit 1 if DIR has none of JOB)\n"
-	    "  -v, --verbose        report commits and refusals; twice for debug output\n"
-	    "  -h, --help           show this help and exit\n"
-	    "      --version        show the version and exit\n"
-	    "\n"
-	    "SIGTERM or SIGINT stop it cleanly (exit 0) after any commit in progress;\n"
-	    "unfinished uploads are discarded. Exit status: 0 after a clean stop, 1 on a\n"
-	    "runtime failure, 2 on a usage error.\n",
-	    DEFAULT_KEEP, MAX_KEEP, DEFAULT_LEVEL, ZSTD_minCLevel(), ZSTD_maxCLevel(),
-	    CM_ENV_SECRET);
-}
-
-static void __attribute__((noreturn)) bad_usage(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-
-static void bad_usage(const char *fmt, ...)
-{
-	char line[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof line, fmt, ap);
-	va_end(ap);
-	cm_err("%s", line);
-	fprintf(stderr, "Try 'ckptserver --help' for more information.\n");
-	exit(EXIT_USAGE);
-}
-
-static void read_secret(const char *file, char out[CM_SECRET_LEN + 1])
-{
-	char why[512];
-	if (cm_secret_load(file, out, why, sizeof why) < 0)
-		bad_usage("%s", why);
-}
 
 struct conn_start {
 	struct ckpt_server *srv;
@@ -191,127 +120,24 @@ static int maintain(struct ckpt_store_opts *so, const char *remove_job)
 
 int main(int argc, char **argv)
 {
-	enum {
-		OPT_LISTEN = 256,
-		OPT_READY_FD,
-		OPT_DIR,
-		OPT_KEEP,
-		OPT_LEVEL,
-		OPT_MAX_IMAGE,
-		OPT_SECRET,
-		OPT_RESET_CORRUPT,
-		OPT_LIST,
-		OPT_REMOVE,
-		OPT_VERSION
-	};
-	static const struct option longopts[] = {
-	    {"listen", required_argument, NULL, OPT_LISTEN},
-	    {"ready-fd", required_argument, NULL, OPT_READY_FD},
-	    {"dir", required_argument, NULL, OPT_DIR},
-	    {"keep", required_argument, NULL, OPT_KEEP},
-	    {"level", required_argument, NULL, OPT_LEVEL},
-	    {"max-image", required_argument, NULL, OPT_MAX_IMAGE},
-	    {"secret-file", required_argument, NULL, OPT_SECRET},
-	    {"reset-corrupt-store", no_argument, NULL, OPT_RESET_CORRUPT},
-	    {"list", no_argument, NULL, OPT_LIST},
-	    {"remove", required_argument, NULL, OPT_REMOVE},
-	    {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},
-	    {"version", no_argument, NULL, OPT_VERSION},
-	    {NULL, 0, NULL, 0},
-	};
-	const char *listen_text = "127.0.0.1:0", *secret_file = NULL, *remove_job = NULL;
-	int list = 0;
-	long ready_fd = -1, keep = DEFAULT_KEEP, level = DEFAULT_LEVEL;
-	int verbosity = 0;
-	struct ckpt_store_opts so = {.max_image = DEFAULT_MAX_IMAGE};
+	struct ckpt_args a;
+	struct cmdline_state st = {0};
 
 	cm_log_init("ckptserver", 0);
-	opterr = 0;
-	int c;
-	while ((c = getopt_long(argc, argv, ":hv", longopts, NULL)) != -1) {
-		switch (c) {
-		case OPT_LISTEN:
-			listen_text = optarg;
-			break;
-		case OPT_READY_FD:
-			if (cm_parse_long(optarg, 0, INT_MAX, &ready_fd) < 0)
-				bad_usage("--ready-fd '%s': not a file descriptor number", optarg);
-			break;
-		case OPT_DIR:
-			if (*optarg == '\0')
-				bad_usage("--dir: empty directory name");
-			so.dir = optarg;
-			break;
-		case OPT_KEEP:
-			if (cm_parse_long(optarg, 1, MAX_KEEP, &keep) < 0)
-				bad_usage("--keep '%s': expected a whole number from 1 to %d",
-				          optarg, MAX_KEEP);
-			break;
-		case OPT_LEVEL:
-			if (cm_parse_long(optarg, ZSTD_minCLevel(), ZSTD_maxCLevel(), &level) < 0)
-				bad_usage("--level '%s': expected a zstd level from %d to %d",
-				          optarg, ZSTD_minCLevel(), ZSTD_maxCLevel());
-			break;
-		case OPT_MAX_IMAGE:
-			if (cm_parse_size(optarg, &so.max_image) < 0 || so.max_image == 0)
-				bad_usage(
-				    "--max-image '%s': not a size of at least 1 byte (examples: "
-				    "65536, 64K, 4MiB, 1G)",
-				    optarg);
-			break;
-		case OPT_SECRET:
-			secret_file = optarg;
-			break;
-		case OPT_RESET_CORRUPT:
-			so.reset_corrupt = 1;
-			break;
-		case OPT_LIST:
-			list = 1;
-			break;
-		case OPT_REMOVE:
-			if (!ckpt_job_valid(optarg, strlen(optarg)))
-				bad_usage("--remove '%s': not a job id (1-%d of A-Z a-z 0-9 . _ -)",
-				          optarg, CKPT_JOB_MAX);
-			remove_job = optarg;
-			break;
-		case 'v':
-			verbosity++;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		case OPT_VERSION:
-			printf("ckptserver (chanmem) %s\n", PACKAGE_VERSION);
-			return 0;
-		case ':':
-			bad_usage("option '%s' needs a value", argv[optind - 1]);
-		default:
-			bad_usage("unknown option '%s'", argv[optind - 1]);
-		}
-	}
-	if (optind < argc)
-		bad_usage("unexpected argument '%s'", argv[optind]);
-	if (so.dir == NULL)
-		bad_usage("--dir DIR is required (where the images are stored)");
-	cm_log_init("ckptserver", verbosity);
-	so.keep = (unsigned)keep;
-	so.level = (int)level;
-	if (list && remove_job)
-		bad_usage("--list and --remove: one at a time");
-	if (list || remove_job)
-		return maintain(&so, remove_job);
-
-	struct sockaddr_in addr;
-	if (cm_parse_hostport(listen_text, 0, &addr) < 0)
-		bad_usage("--listen '%s': expected ADDR:PORT (IPv4 address or localhost, port "
-		          "0-65535)",
-		          listen_text);
+	int parsed = ckpt_parse_args(argc, argv, &a, &st);
+	cmdline_settle(&ckpt_cmdline, parsed, &st);
+	cm_log_init("ckptserver", a.verbosity);
+	struct ckpt_store_opts so = a.store;
+	if (a.list || a.remove_job)
+		return maintain(&so, a.remove_job);
+	const char *listen_text = a.listen_text;
+	long ready_fd = a.ready_fd;
 	if (ready_fd >= 0 && fcntl((int)ready_fd, F_GETFD) < 0)
-		bad_usage("--ready-fd %ld: not an open file descriptor", ready_fd);
+		cmdline_bad_usage("ckptserver", "--ready-fd %ld: not an open file descriptor",
+		                  ready_fd);
 	static struct ckpt_server srv;
 	pthread_mutex_init(&srv.unauth_mu, NULL);
-	read_secret(secret_file, srv.secret);
+	cm_secret_load_or_exit("ckptserver", a.secret_file, srv.secret);
 
 	/* Blocked in every thread (inherited); the accept loop takes them from
 	 * a signalfd, so a SIGTERM right after the ready line is a clean exit. */
@@ -331,7 +157,7 @@ int main(int argc, char **argv)
 	if (srv.store == NULL)
 		return 1;
 	struct sockaddr_in bound;
-	int lfd = cm_tcp_listen(&addr, &bound);
+	int lfd = cm_tcp_listen(&a.addr, &bound);
 	if (lfd < 0) {
 		cm_err("cannot listen on %s: %s", listen_text, strerror(errno));
 		return 1;

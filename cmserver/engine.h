@@ -61,7 +61,6 @@ int cm_listeners_close(const struct cm_listeners *ls, int status);
 struct cm_engine {
 	const char *name;
 	cm_engine_fn run; /* NULL: the mode is planned but not built yet */
-	const char *summary;
 };
 
 struct cm_session;

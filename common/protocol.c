@@ -1,5 +1,6 @@
 #include "protocol.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 void cm_header_encode(const struct cm_header *h, uint8_t out[CM_HEADER_SIZE])
@@ -22,29 +23,84 @@ static int rank_ok(int32_t r, const struct cm_limits *lim)
 	return lim->world_size == 0 || (uint32_t)r < lim->world_size;
 }
 
-static int src_or_any_ok(int32_t r, const struct cm_limits *lim)
+/* What a rank field must hold. */
+enum rank_rule {
+	RANK_FREE,     /* anything (ERROR frames name no rank) */
+	RANK_VALID,    /* a rank of the job */
+	RANK_OR_ANY,   /* a rank or CM_ANY_SOURCE */
+	RANK_IF_FOUND, /* a rank when CM_F_FOUND is set, else anything */
+};
+/* What the tag must hold, and the error when it does not. */
+enum tag_rule {
+	TAG_FREE,
+	TAG_USER,        /* >= 0, else CM_E_TAG */
+	TAG_USER_OR_ANY, /* >= 0 or CM_ANY_TAG, else CM_E_TAG */
+	TAG_USER_IF_FOUND,
+	TAG_ZERO,       /* 0, else CM_E_FIELD */
+	TAG_ERROR_CODE, /* an enum cm_err, else CM_E_FIELD */
+};
+enum { ZERO_CTX = 1, ZERO_CLOCK = 2 }; /* fields that must be 0 (CM_E_FIELD) */
+#define LEN_ANY UINT32_MAX             /* bounded by cm_limits.max_payload alone */
+
+/* A header's checks per frame type, in this order after the common ones:
+ * payload length, ranks, tag, zero fields. */
+static const struct frame_rule {
+	uint32_t len_min, len_max;
+	uint16_t flags; /* allowed; every other flag must be 0 */
+	uint8_t src, dst, tag, zero;
+} frame_rule[CM_T_TYPE_MAX + 1] = {
+    [CM_T_HELLO] = {CM_HELLO_PAYLOAD, CM_HELLO_PAYLOAD, CM_F_TAKEOVER, RANK_VALID, RANK_VALID,
+                    TAG_ZERO, ZERO_CTX | ZERO_CLOCK},
+    [CM_T_HELLO_ACK] = {0, 0, 0, RANK_VALID, RANK_VALID, TAG_ZERO, ZERO_CTX},
+    [CM_T_MSG] = {0, LEN_ANY, CM_F_SYNC | CM_F_ACK, RANK_VALID, RANK_VALID, TAG_USER, 0},
+    [CM_T_RECV_REQ] = {0, 0, 0, RANK_OR_ANY, RANK_VALID, TAG_USER_OR_ANY, 0},
+    [CM_T_DELIVER] = {0, LEN_ANY, 0, RANK_VALID, RANK_VALID, TAG_USER, 0},
+    [CM_T_PROBE] = {0, 0, CM_F_BLOCKING, RANK_OR_ANY, RANK_VALID, TAG_USER_OR_ANY, 0},
+    [CM_T_PROBE_REPLY] = {CM_PROBE_REPLY_PAYLOAD, CM_PROBE_REPLY_PAYLOAD, CM_F_FOUND, RANK_IF_FOUND,
+                          RANK_VALID, TAG_USER_IF_FOUND, 0},
+    [CM_T_LOGGED] = {0, 0, 0, RANK_VALID, RANK_VALID, TAG_ZERO, ZERO_CTX},
+    [CM_T_SYNC_ACK] = {0, 0, 0, RANK_VALID, RANK_VALID, TAG_FREE, 0},
+    [CM_T_BYE] = {0, 0, 0, RANK_VALID, RANK_VALID, TAG_ZERO, ZERO_CTX},
+    [CM_T_BYE_ACK] = {0, 0, 0, RANK_VALID, RANK_VALID, TAG_ZERO, ZERO_CTX},
+    [CM_T_ERROR] = {0, CM_ERROR_TEXT_MAX, 0, RANK_FREE, RANK_FREE, TAG_ERROR_CODE, 0},
+    [CM_T_EVENT] = {1, CM_EVENT_PAYLOAD_MAX, 0, RANK_VALID, RANK_VALID, TAG_USER, ZERO_CTX},
+    [CM_T_EVENT_ACK] = {0, 0, CM_F_REPLAY, RANK_VALID, RANK_VALID, TAG_ZERO, ZERO_CTX},
+    /* The request id alone names what is cancelled. */
+    [CM_T_CANCEL] = {0, 0, 0, RANK_VALID, RANK_VALID, TAG_ZERO, ZERO_CTX},
+    [CM_T_CANCEL_ACK] = {0, 0, CM_F_CANCELLED, RANK_VALID, RANK_VALID, TAG_ZERO, ZERO_CTX},
+    [CM_T_TRIM] = {CM_TRIM_PAYLOAD, CM_TRIM_PAYLOAD, 0, RANK_VALID, RANK_VALID, TAG_ZERO, ZERO_CTX},
+};
+
+static int rank_follows(enum rank_rule rule, int32_t r, bool found, const struct cm_limits *lim)
 {
-	return r == CM_ANY_SOURCE || rank_ok(r, lim);
+	switch (rule) {
+	case RANK_VALID:
+		return rank_ok(r, lim);
+	case RANK_OR_ANY:
+		return r == CM_ANY_SOURCE || rank_ok(r, lim);
+	case RANK_IF_FOUND:
+		return !found || rank_ok(r, lim);
+	default:
+		return 1;
+	}
 }
 
-/* Flags allowed per frame type; everything else must be zero. */
-static uint16_t allowed_flags(unsigned type)
+/* CM_OK, CM_E_TAG or CM_E_FIELD. */
+static enum cm_err tag_follows(enum tag_rule rule, int32_t tag, bool found)
 {
-	switch (type) {
-	case CM_T_MSG:
-		return CM_F_SYNC | CM_F_ACK;
-	case CM_T_PROBE:
-		return CM_F_BLOCKING;
-	case CM_T_PROBE_REPLY:
-		return CM_F_FOUND;
-	case CM_T_EVENT_ACK:
-		return CM_F_REPLAY;
-	case CM_T_HELLO:
-		return CM_F_TAKEOVER;
-	case CM_T_CANCEL_ACK:
-		return CM_F_CANCELLED;
+	switch (rule) {
+	case TAG_USER:
+		return tag >= 0 ? CM_OK : CM_E_TAG;
+	case TAG_USER_OR_ANY:
+		return tag >= 0 || tag == CM_ANY_TAG ? CM_OK : CM_E_TAG;
+	case TAG_USER_IF_FOUND:
+		return !found || tag >= 0 ? CM_OK : CM_E_TAG;
+	case TAG_ZERO:
+		return tag == 0 ? CM_OK : CM_E_FIELD;
+	case TAG_ERROR_CODE:
+		return tag >= 0 && tag <= CM_E_MAX ? CM_OK : CM_E_FIELD;
 	default:
-		return 0;
+		return CM_OK;
 	}
 }
 
@@ -54,96 +110,24 @@ enum cm_err cm_header_validate(const struct cm_header *h, const struct cm_limits
 		return CM_E_VERSION;
 	if (h->type < 1 || h->type > CM_T_TYPE_MAX)
 		return CM_E_TYPE;
+	const struct frame_rule *rule = &frame_rule[h->type];
 	if (h->len > lim->max_payload)
 		return CM_E_LENGTH;
-	if (h->flags & ~allowed_flags(h->type))
+	if (h->flags & ~rule->flags)
 		return CM_E_FLAGS;
-
-	switch (h->type) {
-	case CM_T_HELLO:
-		if (h->len != CM_HELLO_PAYLOAD)
-			return CM_E_LENGTH;
-		if (!rank_ok(h->src, lim) || !rank_ok(h->dst, lim))
-			return CM_E_RANK;
-		if (h->tag != 0 || h->ctx != 0 || h->clock != 0)
-			return CM_E_FIELD;
-		return CM_OK;
-	case CM_T_MSG:
-	case CM_T_DELIVER:
-		if (!rank_ok(h->src, lim) || !rank_ok(h->dst, lim))
-			return CM_E_RANK;
-		if (h->tag < 0)
-			return CM_E_TAG;
-		return CM_OK;
-	case CM_T_RECV_REQ:
-	case CM_T_PROBE:
-		if (h->len != 0)
-			return CM_E_LENGTH;
-		if (!src_or_any_ok(h->src, lim) || !rank_ok(h->dst, lim))
-			return CM_E_RANK;
-		if (h->tag < 0 && h->tag != CM_ANY_TAG)
-			return CM_E_TAG;
-		return CM_OK;
-	case CM_T_PROBE_REPLY:
-		if (h->len != CM_PROBE_REPLY_PAYLOAD)
-			return CM_E_LENGTH;
-		if (!rank_ok(h->dst, lim))
-			return CM_E_RANK;
-		if (h->flags & CM_F_FOUND) {
-			if (!rank_ok(h->src, lim))
-				return CM_E_RANK;
-			if (h->tag < 0)
-				return CM_E_TAG;
-		}
-		return CM_OK;
-	case CM_T_HELLO_ACK:
-	case CM_T_LOGGED:
-	case CM_T_SYNC_ACK:
-	case CM_T_BYE:
-	case CM_T_BYE_ACK:
-		if (h->len != 0)
-			return CM_E_LENGTH;
-		if (!rank_ok(h->src, lim) || !rank_ok(h->dst, lim))
-			return CM_E_RANK;
-		if (h->type != CM_T_SYNC_ACK && (h->tag != 0 || h->ctx != 0))
-			return CM_E_FIELD;
-		return CM_OK;
-	case CM_T_EVENT:
-		if (h->len < 1 || h->len > CM_EVENT_PAYLOAD_MAX)
-			return CM_E_LENGTH;
-		if (!rank_ok(h->src, lim) || !rank_ok(h->dst, lim))
-			return CM_E_RANK;
-		if (h->tag < 0)
-			return CM_E_TAG;
-		if (h->ctx != 0)
-			return CM_E_FIELD;
-		return CM_OK;
-	case CM_T_EVENT_ACK:
-	case CM_T_CANCEL: /* the request id alone names what is cancelled */
-	case CM_T_CANCEL_ACK:
-		if (h->len != 0)
-			return CM_E_LENGTH;
-		if (!rank_ok(h->src, lim) || !rank_ok(h->dst, lim))
-			return CM_E_RANK;
-		if (h->tag != 0 || h->ctx != 0)
-			return CM_E_FIELD;
-		return CM_OK;
-	case CM_T_TRIM:
-		if (h->len != CM_TRIM_PAYLOAD)
-			return CM_E_LENGTH;
-		if (!rank_ok(h->src, lim) || !rank_ok(h->dst, lim))
-			return CM_E_RANK;
-		if (h->tag != 0 || h->ctx != 0)
-			return CM_E_FIELD;
-		return CM_OK;
-	case CM_T_ERROR:
-		if (h->len > CM_ERROR_TEXT_MAX)
-			return CM_E_LENGTH;
-		if (h->tag < 0 || h->tag > CM_E_MAX)
-			return CM_E_FIELD;
-		return CM_OK;
-	}
-	return CM_E_TYPE;
+	if (h->len < rule->len_min || h->len > rule->len_max)
+		return CM_E_LENGTH;
+	bool found = (h->flags & CM_F_FOUND) != 0;
+	if (!rank_follows(rule->dst, h->dst, found, lim) ||
+	    !rank_follows(rule->src, h->src, found, lim))
+		return CM_E_RANK;
+	enum cm_err tag = tag_follows(rule->tag, h->tag, found);
+	if (tag != CM_OK)
+		return tag;
+	if (((rule->zero & ZERO_CTX) && h->ctx != 0) ||
+	    ((rule->zero & ZERO_CLOCK) && h->clock != 0))
+		return CM_E_FIELD;
+	return CM_OK;
 }
 
 enum cm_err cm_header_decode(const uint8_t *buf, size_t avail, const struct cm_limits *lim,

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmdline.h"
 #include "jobenv.h"
 
 static const char *secret_problem(const char *text, size_t len)
@@ -57,4 +58,11 @@ int cm_secret_load(const char *file, char out[CM_SECRET_LEN + 1], char *why, siz
 	memcpy(out, line, CM_SECRET_LEN);
 	out[CM_SECRET_LEN] = '\0';
 	return 0;
+}
+
+void cm_secret_load_or_exit(const char *prog, const char *file, char out[CM_SECRET_LEN + 1])
+{
+	char why[512];
+	if (cm_secret_load(file, out, why, sizeof why) < 0)
+		cmdline_bad_usage(prog, "%s", why);
 }

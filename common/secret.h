@@ -12,4 +12,8 @@
  * reason in why. */
 int cm_secret_load(const char *file, char out[CM_SECRET_LEN + 1], char *why, size_t whylen);
 
+/* The same for a server's command line: a secret that cannot be loaded is
+ * a usage error of prog (cmdline_bad_usage: exit status 2). */
+void cm_secret_load_or_exit(const char *prog, const char *file, char out[CM_SECRET_LEN + 1]);
+
 #endif

@@ -121,14 +121,6 @@ static int print_map(const struct cmrun_options *o)
 	return fflush(stdout) == 0 && !ferror(stdout) ? 0 : CMRUN_EXIT_FAILURE;
 }
 
-static void free_exports(struct cmrun_options *o)
-{
-	for (int i = 0; i < o->nexports; i++)
-		free(o->exports[i]);
-	free(o->exports);
-	o->exports = NULL;
-}
-
 int main(int argc, char **argv)
 {
 	struct cmrun_options opts;
@@ -139,12 +131,13 @@ int main(int argc, char **argv)
 	ensure_standard_fds();
 	if (argc > 1 && strcmp(argv[1], CMRUN_REMOTE_EXEC_OPTION) == 0)
 		remote_exec_main(argc - 2, argv + 2);
-	cmrun_parse_options(argc, argv, &opts);
+	struct cmdline_state st = {0};
+	int parsed = cmrun_parse_options(argc, argv, &opts, &st);
+	cmdline_settle(&cmrun_cmdline, parsed, &st);
 	cm_log_init("cmrun", opts.verbosity);
 	if (opts.print_map) {
 		status = print_map(&opts);
-		hosts_free(&opts.hosts);
-		free_exports(&opts);
+		cmrun_options_free(&opts);
 		return status;
 	}
 	ensure_fd_limit(&opts);
@@ -190,8 +183,7 @@ int main(int argc, char **argv)
 	output_shutdown(!abandon);
 	if (!abandon) {
 		job_free(&job); /* a writer thread may still use the loop otherwise */
-		hosts_free(&opts.hosts);
-		free_exports(&opts);
+		cmrun_options_free(&opts);
 	}
 	return status;
 }

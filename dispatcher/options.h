@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cmdline.h"
 #include "hosts.h"
 
 #define CMRUN_MAX_RANKS 4096
@@ -126,8 +127,16 @@ struct cmrun_options {
 	char cm_opt_value[CMRUN_CM_OPTS][PATH_MAX];
 };
 
-/* Parses argv. Exits 0 after --help, exits 2 with a message on any error. */
-void cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts);
+/* cmrun's options: the table --help, --help-man and the parser share. */
+extern const struct cmdline_prog cmrun_cmdline;
+
+/* Parses and checks argv into opts. Returns CMDLINE_OK, CMDLINE_ERROR with
+ * the message in st->err (a usage error: exit status 2), or what to show
+ * instead of running (--help, --version). Never exits; whatever the result,
+ * cmrun_options_free releases what opts holds. */
+int cmrun_parse_options(int argc, char **argv, struct cmrun_options *opts,
+                        struct cmdline_state *st);
+void cmrun_options_free(struct cmrun_options *o);
 
 const char *cmrun_transport_name(enum cmrun_transport t);
 

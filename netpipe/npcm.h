@@ -13,6 +13,8 @@
 #include <mpi.h>
 #include <stdio.h>
 
+#include "cmdline.h"
+
 #define TAG_DATA 1
 #define TAG_CTRL 2
 #define TAG_ACK 3
@@ -76,6 +78,10 @@ struct result {
 
 /* npcm_options.c */
 int parse_options(int argc, char **argv, int rank, struct options *opt);
+/* The same without a word on any stream: a cmdline_result, the message of
+ * CMDLINE_ERROR in err. */
+extern const struct cmdline_prog npcm_cmdline;
+int parse_options_quietly(int argc, char **argv, struct options *opt, char *err, size_t errlen);
 int parse_corruption(const char *text, int nranks, struct corruption *out);
 int size_walk(const struct options *opt, long long *sizes);
 

@@ -13,189 +13,155 @@
 #include <string.h>
 #include <unistd.h>
 
-static void usage(FILE *out)
+/* The command line as parsed, before it goes into struct options. */
+struct npcm_parse {
+	uint64_t lower, upper, perturbation, trials, target_ns;
+	const char *output;
+	bool streaming, reset, synchronous, async_recv, any_source, no_verify, quiet;
+};
+
+static int set_output(void *ctx, const struct cmdline_opt *o, const char *arg, char *err,
+                      size_t errlen)
 {
-	fprintf(
-	    out,
-	    "usage: NPcm [options]   (run with 2 MPI ranks, or 2P ranks for P pairs)\n"
-	    "NetPIPE's method over MPI: ping-pong (default) or streaming, sizes growing about\n"
-	    "sqrt(2) per step, each base size L also measured at L-p and L+p.\n"
-	    "With 2P ranks, rank 2i transmits to rank 2i+1: the P pairs run every size at the\n"
-	    "same time and np.out gets, per size: bytes, aggregate Mbps (sum over the pairs),\n"
-	    "mean one-way seconds, then the slowest and the fastest pair's Mbps.\n"
-	    "  -l BYTES   lower bound of the message size (default 1)\n"
-	    "  -u BYTES   upper bound of the base size (default 8388608; suffixes K, M, G, "
-	    "KiB...)\n"
-	    "  -p BYTES   perturbation (default 3; 0 = none)\n"
-	    "  -o FILE    output file, NetPIPE np.out columns: bytes Mbps seconds (default "
-	    "np.out)\n"
-	    "  -s         streaming: send one way, one reply per trial (default ping-pong)\n"
-	    "  -r         barrier between trials (MPI's stand-in for NetPIPE's connection reset)\n"
-	    "  -S         synchronous sends (MPI_Ssend) for data messages\n"
-	    "  -a         asynchronous receives: pre-post MPI_Irecv before the data arrives\n"
-	    "  -z         receive with MPI_ANY_SOURCE\n"
-	    "  -t SECONDS target duration of one trial (default 0.1)\n"
-	    "  -T N       trials per size, the best one is kept (default 3)\n"
-	    "  -x         skip the verification of received data (peak runs)\n"
-	    "  -q         quiet: no progress lines (np.out is still written)\n"
-	    "  -h, --help this help\n"
-	    "  --version  print NPcm's version\n"
-	    "Ping-pong reports the one-way time (round trip / 2); Mbps = bits / (seconds * 2^20).\n"
-	    "Ping-pong with verification stops rank 0's clock while it checks a reply.\n");
+	((struct npcm_parse *)ctx)->output = arg;
+	return *arg == '\0' ? -1 : 0;
 }
 
-/* "4096", "64K", "4M", "4MiB", "1G": 1024-based suffixes. */
-static int parse_bytes(const char *text, long long max, long long *out)
-{
-	char *end;
-	errno = 0;
-	long long value = strtoll(text, &end, 10);
-	if (errno != 0 || end == text || value < 0)
-		return -1;
-	long long scale = 1;
-	switch (*end) {
-	case 'k':
-	case 'K':
-		scale = 1LL << 10;
-		end++;
-		break;
-	case 'M':
-		scale = 1LL << 20;
-		end++;
-		break;
-	case 'G':
-		scale = 1LL << 30;
-		end++;
-		break;
-	default:
-		break;
+#define AT(M, T) CMDLINE_AT(struct npcm_parse, M, T)
+#define FLAG(c, m, text)                                                                           \
+	{                                                                                          \
+		.short_name = c, .kind = CMDLINE_FLAG, .field = AT(m, bool), .help = text          \
 	}
-	if (scale > 1 && strcmp(end, "iB") == 0)
-		end += 2;
-	else if (scale > 1 && strcmp(end, "B") == 0)
-		end += 1;
-	if (*end != '\0' || value > max / scale)
-		return -1;
-	*out = value * scale;
-	return 0;
-}
+static const struct cmdline_opt npcm_opts[] = {
+    {.kind = CMDLINE_TEXT,
+     .help = "usage: NPcm [options]   (run with 2 MPI ranks, or 2P ranks for P pairs)\n"
+             "NetPIPE's method over MPI: ping-pong (default) or streaming, sizes growing about\n"
+             "sqrt(2) per step, each base size L also measured at L-p and L+p.\n"
+             "With 2P ranks, rank 2i transmits to rank 2i+1: the P pairs run every size at the\n"
+             "same time and np.out gets, per size: bytes, aggregate Mbps (sum over the pairs),\n"
+             "mean one-way seconds, then the slowest and the fastest pair's Mbps.\n"},
+    {.short_name = 'l',
+     .kind = CMDLINE_SIZE,
+     .meta = "BYTES",
+     .field = AT(lower, uint64_t),
+     .uhi = MAX_UPPER,
+     .bad = "-l wants a size in bytes (0 .. 1 GiB)",
+     .help = "lower bound of the message size (default 1)"},
+    {.short_name = 'u',
+     .kind = CMDLINE_SIZE,
+     .meta = "BYTES",
+     .field = AT(upper, uint64_t),
+     .uhi = MAX_UPPER,
+     .bad = "-u wants a size in bytes (0 .. 1 GiB)",
+     .help = "upper bound of the base size (default 8388608; suffixes K, M, G, KiB...)"},
+    {.short_name = 'p',
+     .kind = CMDLINE_SIZE,
+     .meta = "BYTES",
+     .field = AT(perturbation, uint64_t),
+     .uhi = 1 << 20,
+     .bad = "-p wants a number of bytes (0 .. 1 MiB)",
+     .help = "perturbation (default 3; 0 = none)"},
+    {.short_name = 'o',
+     .kind = CMDLINE_CALL,
+     .meta = "FILE",
+     .set = set_output,
+     .bad = "-o wants a file name",
+     .help = "output file, NetPIPE np.out columns: bytes Mbps seconds (default np.out)"},
+    FLAG('s', streaming, "streaming: send one way, one reply per trial (default ping-pong)"),
+    FLAG('r', reset, "barrier between trials (MPI's stand-in for NetPIPE's connection reset)"),
+    FLAG('S', synchronous, "synchronous sends (MPI_Ssend) for data messages"),
+    FLAG('a', async_recv, "asynchronous receives: pre-post MPI_Irecv before the data arrives"),
+    FLAG('z', any_source, "receive with MPI_ANY_SOURCE"),
+    {.short_name = 't',
+     .kind = CMDLINE_DURATION,
+     .meta = "SECONDS",
+     .field = AT(target_ns, uint64_t),
+     .ulo = 1,
+     .uhi = 3600000000000ull,
+     .bad = "-t wants seconds (> 0, <= 3600), e.g. 0.1",
+     .help = "target duration of one trial (default 0.1)"},
+    {.short_name = 'T',
+     .kind = CMDLINE_SIZE,
+     .meta = "N",
+     .field = AT(trials, uint64_t),
+     .ulo = 1,
+     .uhi = MAX_TRIALS,
+     .bad = "-T wants a number of trials (1 .. 100)",
+     .help = "trials per size, the best one is kept (default 3)"},
+    FLAG('x', no_verify, "skip the verification of received data (peak runs)"),
+    FLAG('q', quiet, "quiet: no progress lines (np.out is still written)"),
+    {"help", 'h', .kind = CMDLINE_HELP, .help = "this help"},
+    {"version", .kind = CMDLINE_VERSION, .help = "print NPcm's version"},
+    {"help-man", .kind = CMDLINE_HELP_MAN},
+    {.kind = CMDLINE_TEXT,
+     .help =
+         "Ping-pong reports the one-way time (round trip / 2); Mbps = bits / (seconds * 2^20).\n"
+         "Ping-pong with verification stops rank 0's clock while it checks a reply.\n"},
+};
+#undef FLAG
+#undef AT
 
-static int parse_seconds(const char *text, double *out)
+const struct cmdline_prog npcm_cmdline = {
+    .name = "NPcm",
+    .version = NPCM_VERSION,
+    .opts = npcm_opts,
+    .nopts = sizeof npcm_opts / sizeof npcm_opts[0],
+    .help_col = 13,
+    /* --help and --version anywhere (before --), as the GNU programs of
+     * the suite, without giving up NetPIPE's short flags. */
+    .flags = CMDLINE_NO_OPERANDS | CMDLINE_HELP_FIRST,
+    .msg_unknown = "unknown option: {}",
+    .msg_needs_value = "option needs a value: {}",
+    .msg_unexpected = "unexpected argument: {}",
+};
+
+int parse_options_quietly(int argc, char **argv, struct options *opt, char *err, size_t errlen)
 {
-	char *end;
-	errno = 0;
-	double value = strtod(text, &end);
-	if (errno != 0 || end == text || *end != '\0' || !(value > 0.0) || value > 3600.0)
-		return -1;
-	*out = value;
-	return 0;
+	struct npcm_parse p = {.lower = 1,
+	                       .upper = 8388608,
+	                       .perturbation = 3,
+	                       .output = "np.out",
+	                       .trials = 3,
+	                       .target_ns = 100000000};
+	struct cmdline_state st = {0};
+	int r = cmdline_parse(&npcm_cmdline, argc, argv, &p, &st);
+	*opt = (struct options){.lower = (long long)p.lower,
+	                        .upper = (long long)p.upper,
+	                        .perturbation = (long long)p.perturbation,
+	                        .output = p.output,
+	                        .streaming = p.streaming,
+	                        .reset = p.reset,
+	                        .synchronous = p.synchronous,
+	                        .async_recv = p.async_recv,
+	                        .any_source = p.any_source,
+	                        .verify = !p.no_verify,
+	                        .quiet = p.quiet,
+	                        .target = (double)p.target_ns / 1e9,
+	                        .trials = (int)p.trials};
+	if (r == CMDLINE_OK && opt->lower > opt->upper) {
+		snprintf(st.err, sizeof st.err, "-l is larger than -u");
+		r = CMDLINE_ERROR;
+	}
+	snprintf(err, errlen, "%s", st.err);
+	return r;
 }
 
 /* Returns 0 to run, or the exit status (0 for -h). Only rank 0 talks. */
 int parse_options(int argc, char **argv, int rank, struct options *opt)
 {
-	*opt = (struct options){.lower = 1,
-	                        .upper = 8388608,
-	                        .perturbation = 3,
-	                        .output = "np.out",
-	                        .verify = 1,
-	                        .target = 0.1,
-	                        .trials = 3};
-	const char *bad = NULL;
-	int c = 0;
-	/* The GNU long forms every other program of the suite takes; getopt alone
-	 * would read "--help" as an unknown option '-'. */
-	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
-		if (strcmp(argv[i], "--help") == 0) {
-			if (rank == 0)
-				usage(stdout);
-			return -1;
-		}
-		if (strcmp(argv[i], "--version") == 0) {
-			if (rank == 0)
-				printf("%s\n", NPCM_VERSION);
-			return -1;
-		}
+	char err[1024];
+	int r = parse_options_quietly(argc, argv, opt, err, sizeof err);
+	if (r == CMDLINE_OK)
+		return 0;
+	if (rank == 0 && r == CMDLINE_ERROR) {
+		fprintf(stderr, "NPcm: %s\n", err);
+		cmdline_help(&npcm_cmdline, stderr);
+	} else if (rank == 0 && r == CMDLINE_SHOW_VERSION) {
+		printf("%s\n", NPCM_VERSION);
+	} else if (rank == 0) {
+		(r == CMDLINE_SHOW_MAN ? cmdline_man : cmdline_help)(&npcm_cmdline, stdout);
 	}
-	opterr = 0;
-	while (bad == NULL && (c = getopt(argc, argv, "l:u:p:o:srSazt:T:xqh")) != -1) {
-		long long n;
-		switch (c) {
-		case 'l':
-			if (parse_bytes(optarg, MAX_UPPER, &opt->lower) != 0)
-				bad = "-l wants a size in bytes (0 .. 1 GiB)";
-			break;
-		case 'u':
-			if (parse_bytes(optarg, MAX_UPPER, &opt->upper) != 0)
-				bad = "-u wants a size in bytes (0 .. 1 GiB)";
-			break;
-		case 'p':
-			if (parse_bytes(optarg, 1LL << 20, &opt->perturbation) != 0)
-				bad = "-p wants a number of bytes (0 .. 1 MiB)";
-			break;
-		case 'o':
-			opt->output = optarg;
-			if (*optarg == '\0')
-				bad = "-o wants a file name";
-			break;
-		case 's':
-			opt->streaming = 1;
-			break;
-		case 'r':
-			opt->reset = 1;
-			break;
-		case 'S':
-			opt->synchronous = 1;
-			break;
-		case 'a':
-			opt->async_recv = 1;
-			break;
-		case 'z':
-			opt->any_source = 1;
-			break;
-		case 't':
-			if (parse_seconds(optarg, &opt->target) != 0)
-				bad = "-t wants seconds (> 0, <= 3600), e.g. 0.1";
-			break;
-		case 'T':
-			if (parse_bytes(optarg, MAX_TRIALS, &n) != 0 || n < 1)
-				bad = "-T wants a number of trials (1 .. 100)";
-			else
-				opt->trials = (int)n;
-			break;
-		case 'x':
-			opt->verify = 0;
-			break;
-		case 'q':
-			opt->quiet = 1;
-			break;
-		case 'h':
-			if (rank == 0)
-				usage(stdout);
-			return -1;
-		default:
-			bad = strchr("lupotT", optopt) != NULL ? "option needs a value"
-			                                       : "unknown option";
-			break;
-		}
-	}
-	if (bad == NULL && optind < argc)
-		bad = "unexpected argument";
-	if (bad == NULL && opt->lower > opt->upper)
-		bad = "-l is larger than -u";
-	if (bad != NULL) {
-		if (rank == 0) {
-			if (c == '?')
-				fprintf(stderr, "NPcm: %s: -%c\n", bad, optopt);
-			else if (c == -1 && optind < argc)
-				fprintf(stderr, "NPcm: %s: %s\n", bad, argv[optind]);
-			else
-				fprintf(stderr, "NPcm: %s\n", bad);
-			usage(stderr);
-		}
-		return EXIT_USAGE;
-	}
-	return 0;
+	return r == CMDLINE_ERROR ? EXIT_USAGE : -1;
 }
 
 int parse_corruption(const char *text, int nranks, struct corruption *out)

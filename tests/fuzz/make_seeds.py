@@ -93,3 +93,35 @@ write("hosts", "bad", bytes([1]) + b"a slots=2 slots=3\nb addr=1.2.3.300\n")
 for name, text in [("long", b"-123"), ("size", b"64MiB"), ("duration", b"1.5ms"),
                    ("hostport", b"127.0.0.1:7000"), ("zeros", b"007")]:
     write("units", name, text)
+
+# cmdline: argv[1..] separated by NUL bytes, given to every program's parser.
+def argv(*words):
+    return b"\0".join(w.encode() for w in words)
+
+
+write("cmdline", "cmrun", argv("-n", "4", "--cms", "2", "--mode", "multiplexer", "--threads", "3",
+                              "--timeout", "30s", "--log-mem", "64MiB", "--", "prog", "-x"))
+write("cmdline", "cmrun_ft", argv("-np", "3", "--kill-every", "500ms", "--kill-rank", "1",
+                                 "--kill-count", "2", "--kill-signal", "TERM", "--seed", "7",
+                                 "--heartbeat-timeout=2s", "--status", "-vv", "prog"))
+write("cmdline", "cmrun_hosts", argv("-n", "4", "--host", "a,b:2,c", "--launch", "ssh",
+                                    "--kill-host", "b@200ms", "--map-by", "host",
+                                    "--export", "FOO=1", "--control-addr", "10.0.0.1", "prog"))
+write("cmdline", "cmrun_repl", argv("-n2", "--replicate", "2", "--kill-at", "1:200ms",
+                                   "--kill-replica", "0", "--transport=direct", "prog"))
+write("cmdline", "cmrun_ckpt", argv("-n", "2", "--ckpt-dir", "d", "--ckpt-every", "1s",
+                                   "--spill-dir", ".", "--cut-through-min", "0", "prog"))
+write("cmdline", "cmserver", argv("--mode", "specialized", "--threads", "4", "--listen",
+                                 "127.0.0.1:0", "--no-unix", "--ready-fd", "3", "--report-fd",
+                                 "4", "--max-message", "1M", "--world-size", "8", "-v"))
+write("cmdline", "cmrun_cm_restart", argv("-n", "4", "--cms", "2", "--cm-restart",
+                                         "--max-cm-restarts", "2", "--kill-cm-at", "1:300ms",
+                                         "--kill-cm-every", "1s", "--kill-count", "3", "prog"))
+write("cmdline", "cmserver_journal", argv("--unix", "unix:@cm-0", "--journal", "j",
+                                         "--cut-through-min", "64K", "--secret-file", "s"))
+write("cmdline", "ckptserver", argv("--dir", "d", "--keep", "3", "--level", "-5",
+                                   "--max-image", "1G", "--reset-corrupt-store",
+                                   "--secret-file", "s"))
+write("cmdline", "npcm", argv("-l", "1", "-u", "4MiB", "-p", "0", "-o", "out", "-sraSzxq",
+                             "-t", "0.05", "-T", "2"))
+write("cmdline", "help", argv("--he"))

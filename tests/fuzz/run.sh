@@ -15,7 +15,7 @@ build=${TOP_BUILDDIR:-$src/build}
 work=${FUZZ_WORK:-$build/tests/fuzz-work}
 seconds=${FUZZ_SECONDS:-20}
 runs=${FUZZ_RUNS:-2000000}
-targets=${FUZZ_TARGETS:-frame session ckpt ctrl_line hosts units}
+targets=${FUZZ_TARGETS:-frame session ckpt ctrl_line hosts units cmdline}
 CLANG=${CLANG:-clang}
 
 skip() {
@@ -33,11 +33,12 @@ printf '#include <stddef.h>\n#include <stdint.h>\nint LLVMFuzzerTestOneInput(con
 	skip "$CLANG cannot link -fsanitize=fuzzer (apt-get install libclang-rt-dev)"
 
 common="$src/common/protocol.c $src/common/units.c $src/common/log.c $src/common/secret.c $src/common/net.c"
+common="$common $src/common/cmdline.c"
 core="$src/cmserver/core.c $src/cmserver/session.c $src/cmserver/input.c $src/cmserver/emit.c"
 core="$core $src/cmserver/record.c $src/cmserver/cut.c $src/cmserver/msglog.c $src/cmserver/msgrec.c $src/cmserver/logmem.c $src/cmserver/recover.c"
 flags=(-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 -std=gnu11
 	-pthread -Wall -Wno-unused-parameter -DHAVE_CONFIG_H -I"$build" -I"$src/common"
-	-I"$src/cmserver" -I"$src/checkpoint" -I"$src/dispatcher")
+	-I"$src/cmserver" -I"$src/checkpoint" -I"$src/dispatcher" -I"$src/netpipe" -I"$src/client")
 
 sources() {
 	case $1 in
@@ -47,6 +48,10 @@ sources() {
 	ctrl_line) echo "$here/fuzz_ctrl_line.c $src/dispatcher/ctrl_line.c $common" ;;
 	hosts) echo "$here/fuzz_hosts.c $src/dispatcher/hosts.c $common" ;;
 	units) echo "$here/fuzz_units.c $common" ;;
+	# Every program's parser; name lookups are stubbed (see the target).
+	cmdline) echo "$here/fuzz_cmdline.c $src/dispatcher/options.c $src/dispatcher/launch.c" \
+		"$src/dispatcher/hosts.c $src/cmserver/cli.c $src/checkpoint/ckpt_cli.c" \
+		"$src/netpipe/npcm_options.c $common -DCHANMEM -lzstd -Wl,--wrap=getaddrinfo" ;;
 	*) return 1 ;;
 	esac
 }

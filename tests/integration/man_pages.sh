@@ -1,7 +1,8 @@
 #!/bin/bash
 # The manual pages: each renders with man -l without a warning, names every
-# option its program's --help lists, and make install puts them under
-# man1/man7 of the prefix.
+# option its program's --help lists, has the OPTIONS section its program's
+# option table generates, and make install puts them under man1/man7 of the
+# prefix.
 . "${TESTSRC:-$(dirname "$0")/..}/dispatcher/lib.sh"
 command -v man >/dev/null 2>&1 || skip "man not installed (Debian package man-db)"
 [ -d "$MAN_BUILDDIR" ] || skip "no man directory (MAN_BUILDDIR='$MAN_BUILDDIR')"
@@ -33,6 +34,21 @@ check_options cmserver cmserver.1 "$("$CMSERVER" --help)"
 check_options ckptserver ckptserver.1 "$("$CKPTSERVER_BIN" --help)"
 check_options NPcm NPcm.1 "$("$NPCM" --help)"
 check_options cmcc cmcc.1 "$("$CMCC" --help 2>&1)"
+
+# The OPTIONS sections are generated from the programs' option tables:
+# each must be exactly what the program prints with --help-man.
+same_options() { # PROGRAM PAGE
+	local prog=$1 page=$2
+	sed -n '/^\.SH OPTIONS$/,/^\.SH /p' "$MAN_BUILDDIR/$page" | sed '1d;$d' >"$T/$page.opts"
+	"$prog" --help-man >"$T/$page.want" || fail "$prog --help-man failed"
+	[ -s "$T/$page.want" ] || fail "$prog --help-man printed nothing"
+	cmp -s "$T/$page.opts" "$T/$page.want" ||
+		fail "$page: OPTIONS differ from $prog --help-man: $(diff "$T/$page.want" "$T/$page.opts" | head -5)"
+}
+same_options "$CMRUN" cmrun.1
+same_options "$CMSERVER" cmserver.1
+same_options "$CKPTSERVER_BIN" ckptserver.1
+same_options "$NPCM" NPcm.1
 
 note "make install"
 make -s -C "$MAN_BUILDDIR" install DESTDIR="$T/inst" prefix=/opt/cm >/dev/null ||
