@@ -68,7 +68,7 @@ static struct cm_mpi_request *message_get(MPI_Message m)
  * source) on c, into a buffer of its length. */
 static int bind(struct cm_mpi_comm *c, const struct cm_probe_result *res, MPI_Message *message)
 {
-	if (res->bytes > CM_DEFAULT_MAX_PAYLOAD)
+	if (res->bytes > CM_MAX_PAYLOAD)
 		return MPI_ERR_INTERN; /* no message is that long */
 	void *buf = malloc(res->bytes ? res->bytes : 1);
 	struct cm_mpi_request *r = buf ? cm_mpi_req_alloc(c) : NULL;
