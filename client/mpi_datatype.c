@@ -159,6 +159,7 @@ int cm_mpi_type_register(struct cm_mpi_datatype *type)
 			if (cap > CM_HANDLE_INDEX_MAX - CM_DERIVED_BASE ||
 			    !(grown = realloc(derived, cap * sizeof *grown))) {
 				free((void *)type->blocks);
+				cm_mpi_contents_free(type->contents);
 				free(type);
 				return MPI_ERR_NO_MEM;
 			}
@@ -188,6 +189,7 @@ void cm_mpi_type_unref(const struct cm_mpi_datatype *type)
 	if (--t->refs > 0)
 		return;
 	free((void *)t->blocks);
+	cm_mpi_contents_free(t->contents);
 	free(t);
 }
 
