@@ -1,5 +1,5 @@
 /* Creating and freeing communicators: MPI_Comm_dup, _split, _split_type,
- * _create, _free, and the local queries (compare, test_inter, names).
+ * _create, _create_group, _free, and the local queries (compare, test_inter, names).
  *
  * Context ids. A communicator's two contexts are part of the matching key
  * of every message on it, so each process must use a pair that no other
@@ -12,7 +12,8 @@
  * harmless since no message can travel between them. The agreement is
  * made of ordinary messages on the parent's collective context: no side
  * channel, so it is logged and replayed like the program's own traffic,
- * and a re-executed process computes the same ids. */
+ * and a re-executed process computes the same ids. MPI_Comm_create_group
+ * runs the same agreement among the group's members only. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,14 +24,18 @@
 
 /* ---- the exchange ---- */
 
-/* Bruck's allgather: in round k every rank sends the blocks it holds (its
- * own, then those of the next ranks) to rank - 2^k and receives as many
- * from rank + 2^k, so after ceil(log2 P) rounds it holds all P blocks,
- * rotated by its rank. Round k uses its own tag. */
-int cm_mpi_comm_allgather_ints(struct cm_mpi_comm *c, const int *mine, int n, int *all)
+/* Bruck's allgather among P members of c, member i being c's rank
+ * rank_of[i] (NULL: c's ranks themselves), me the caller's index: in
+ * round k every member sends the blocks it holds (its own, then those of
+ * the next members) to member me - 2^k and receives as many from member
+ * me + 2^k, so after ceil(log2 P) rounds it holds all P blocks, rotated by
+ * its index. Round k uses its own tag; every receive names its source, so
+ * messages of consecutive exchanges between the same two processes match
+ * in order. */
+static int allgather_among(struct cm_mpi_comm *c, int P, int me, const int *rank_of,
+                           const int *mine, int n, int *all)
 {
 	const struct cm_mpi_datatype *ints = cm_mpi_type_get(MPI_INT);
-	int P = c->size, me = c->rank;
 	int *held = malloc((size_t)P * (size_t)n * sizeof *held);
 	if (!held)
 		return MPI_ERR_NO_MEM;
@@ -39,6 +44,10 @@ int cm_mpi_comm_allgather_ints(struct cm_mpi_comm *c, const int *mine, int n, in
 	for (int dist = 1; dist < P; dist <<= 1, round++) {
 		int m = have < P - have ? have : P - have;
 		int to = (me - dist + P) % P, from = (me + dist) % P;
+		if (rank_of) {
+			to = rank_of[to];
+			from = rank_of[from];
+		}
 		int tag = CM_COMM_TAG_EXCHANGE + round;
 		struct cm_mpi_request *rr, *rs;
 		int rc = cm_mpi_start_recv(c, held + (size_t)have * (size_t)n, m * n, ints, from,
@@ -75,6 +84,11 @@ int cm_mpi_comm_allgather_ints(struct cm_mpi_comm *c, const int *mine, int n, in
 		       (size_t)n * sizeof *held);
 	free(held);
 	return MPI_SUCCESS;
+}
+
+int cm_mpi_comm_allgather_ints(struct cm_mpi_comm *c, const int *mine, int n, int *all)
+{
+	return allgather_among(c, c->size, c->rank, NULL, mine, n, all);
 }
 
 /* The context pair for a new communicator: the largest of the members'
@@ -281,6 +295,55 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 	if (rc)
 		return cm_mpi_raise(c, rc, "MPI_Comm_create");
 	*newcomm = d ? d->handle : MPI_COMM_NULL;
+	return MPI_SUCCESS;
+}
+
+/* Collective over the group's members only: the context agreement runs
+ * among them (on c's collective context, addressed by c's ranks), so a
+ * process outside the group takes no part and may be busy elsewhere.
+ * Calls of one process are sequential (threads are at most FUNNELED), so
+ * the tag distinguishes nothing the order of the calls does not. */
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_create_group");
+	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
+	if (!c)
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_create_group");
+	struct cm_mpi_group *g = cm_mpi_group_get(group);
+	if (!g)
+		return cm_mpi_raise(c, MPI_ERR_GROUP, "MPI_Comm_create_group");
+	if (!newcomm)
+		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_create_group");
+	if (tag < 0 || tag > CM_MPI_TAG_UB)
+		return cm_mpi_raise(c, MPI_ERR_TAG, "MPI_Comm_create_group");
+	int my_rank = cm_mpi_group_rank_of(g, cm_mpi_world_rank(c, c->rank));
+	if (my_rank == MPI_UNDEFINED) {
+		*newcomm = MPI_COMM_NULL;
+		return MPI_SUCCESS;
+	}
+	int *rank_of = malloc(((size_t)g->size + 1) * sizeof *rank_of);
+	int *all = malloc(((size_t)g->size + 1) * sizeof *all);
+	int mine, rc = rank_of && all ? MPI_SUCCESS : MPI_ERR_NO_MEM;
+	for (int r = 0; !rc && r < g->size; r++)
+		if ((rank_of[r] = cm_mpi_comm_rank_of(c, g->world_of[r])) == MPI_UNDEFINED)
+			rc = MPI_ERR_GROUP;
+	if (!rc)
+		rc = next_pair(&mine);
+	if (!rc)
+		rc = allgather_among(c, g->size, my_rank, rank_of, &mine, 1, all);
+	struct cm_mpi_comm *d = NULL;
+	if (!rc) {
+		uint32_t pair = agreed_pair(all, 1, g->size);
+		cm_mpi_group_ref(g);
+		d = cm_mpi_comm_new(g, my_rank, pair, c->errhandler);
+		if (!d)
+			rc = MPI_ERR_NO_MEM;
+	}
+	free(rank_of);
+	free(all);
+	if (rc)
+		return cm_mpi_raise(c, rc, "MPI_Comm_create_group");
+	*newcomm = d->handle;
 	return MPI_SUCCESS;
 }
 

@@ -11,40 +11,6 @@
 
 #include "mpi_internal.h"
 
-struct cm_mpi_contents *cm_mpi_contents_new(int combiner, int nints, int naddrs, int ntypes)
-{
-	size_t bytes = sizeof(struct cm_mpi_contents) + (size_t)naddrs * sizeof(MPI_Aint) +
-	               (size_t)ntypes * sizeof(struct cm_mpi_datatype *) +
-	               (size_t)nints * sizeof(int);
-	struct cm_mpi_contents *c = calloc(1, bytes);
-	if (!c)
-		return NULL;
-	/* Widest first: every array stays aligned. */
-	c->addrs = (MPI_Aint *)(c + 1);
-	c->types = (const struct cm_mpi_datatype **)(c->addrs + naddrs);
-	c->ints = (int *)(c->types + ntypes);
-	c->combiner = combiner;
-	c->nints = nints;
-	c->naddrs = naddrs;
-	c->ntypes = ntypes;
-	return c;
-}
-
-void cm_mpi_contents_hold(struct cm_mpi_contents *c)
-{
-	for (int i = 0; i < c->ntypes; i++)
-		cm_mpi_type_ref(c->types[i]);
-}
-
-void cm_mpi_contents_free(struct cm_mpi_contents *c)
-{
-	if (!c)
-		return;
-	for (int i = 0; i < c->ntypes; i++)
-		cm_mpi_type_unref(c->types[i]);
-	free(c);
-}
-
 static struct cm_mpi_contents *contents_copy(const struct cm_mpi_contents *from)
 {
 	struct cm_mpi_contents *c =
