@@ -9,7 +9,9 @@
  * intra-communicators and groups, attribute caching, Cartesian topologies,
  * derived datatypes and MPI_Pack, non-blocking collectives, matched probes,
  * info objects. Not provided: inter-communicators, graph topologies, one-sided, I/O,
- * dynamic processes, generalized requests. MPI_Get_library_version names
+ * dynamic processes, generalized requests; the calls still missing from the
+ * point-to-point, datatype, collective and communicator chapters are listed
+ * in docs/user-guide.md (MPI coverage). MPI_Get_library_version names
  * the subset.
  *
  * Handles are plain integers (as in MPICH), so they work in static
@@ -291,6 +293,11 @@ double MPI_Wtick(void);
 int MPI_Comm_rank(MPI_Comm comm, int *rank);
 int MPI_Comm_size(MPI_Comm comm, int *size);
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);
+/* Hints are accepted and none is acted on: _dup_with_info is MPI_Comm_dup,
+ * and the info _get_info returns is empty. */
+int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm);
+int MPI_Comm_set_info(MPI_Comm comm, MPI_Info info);
+int MPI_Comm_get_info(MPI_Comm comm, MPI_Info *info_used);
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm);
 int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm);
 int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm);
@@ -352,7 +359,8 @@ int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void *baseptr);
 int MPI_Free_mem(void *base);
 
 /* ---- point-to-point ---- */
-/* One message carries at most 1 GiB (a larger send is MPI_ERR_COUNT). */
+/* One message carries at most 4 GiB - 1 bytes, what a frame's length field
+ * holds (a larger send is MPI_ERR_COUNT). */
 int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
 int MPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
 int MPI_Rsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
@@ -499,6 +507,10 @@ int MPI_Type_free(MPI_Datatype *datatype);
 #define MPI_COMBINER_F90_INTEGER 17
 #define MPI_COMBINER_RESIZED 18
 #define MPI_COMBINER_HINDEXED_BLOCK 19
+/* A derived type is unnamed until named; a predefined one is called by its
+ * handle's name ("MPI_INT"). */
+int MPI_Type_set_name(MPI_Datatype datatype, const char *type_name);
+int MPI_Type_get_name(MPI_Datatype datatype, char *type_name, int *resultlen);
 int MPI_Type_get_envelope(MPI_Datatype datatype, int *num_integers, int *num_addresses,
                           int *num_datatypes, int *combiner);
 int MPI_Type_get_contents(MPI_Datatype datatype, int max_integers, int max_addresses,
@@ -555,8 +567,8 @@ int MPI_Reduce_local(const void *inbuf, void *inoutbuf, int count, MPI_Datatype 
 
 /* ---- collectives ---- */
 /* Algorithms and their cost model: docs/collectives.md. A
- * single transfer inside a collective carries at most 1 GiB, as a message
- * does (larger: MPI_ERR_COUNT). */
+ * single transfer inside a collective carries at most 4 GiB - 1 bytes, as a
+ * message does (larger: MPI_ERR_COUNT). */
 int MPI_Barrier(MPI_Comm comm);
 int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
 int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,

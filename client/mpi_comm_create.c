@@ -115,14 +115,13 @@ static int next_pair(int *out)
 
 /* ---- the creation calls ---- */
 
-int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
+static int comm_dup(MPI_Comm comm, MPI_Comm *newcomm, const char *func)
 {
-	CM_MPI_REQUIRE_INIT("MPI_Comm_dup");
 	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
 	if (!c)
-		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_dup");
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, func);
 	if (!newcomm)
-		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_dup");
+		return cm_mpi_raise(c, MPI_ERR_ARG, func);
 	int mine, *all = malloc((size_t)c->size * sizeof *all);
 	int rc = all ? next_pair(&mine) : MPI_ERR_NO_MEM;
 	if (!rc)
@@ -142,10 +141,26 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 			cm_mpi_attr_delete_all(d);
 			cm_mpi_comm_drop_handle(d);
 		}
-		return cm_mpi_raise(c, rc, "MPI_Comm_dup");
+		return cm_mpi_raise(c, rc, func);
 	}
 	*newcomm = d->handle;
 	return MPI_SUCCESS;
+}
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_dup");
+	return comm_dup(comm, newcomm, "MPI_Comm_dup");
+}
+
+/* No hint changes what the library does, so the new communicator is a
+ * plain duplicate; the info handle must still be valid. */
+int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_dup_with_info");
+	if (!cm_mpi_info_valid(info))
+		return cm_mpi_raise(cm_mpi_comm_get(comm), MPI_ERR_INFO, "MPI_Comm_dup_with_info");
+	return comm_dup(comm, newcomm, "MPI_Comm_dup_with_info");
 }
 
 struct member {

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stdalign.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <wchar.h>
@@ -480,5 +481,42 @@ int MPI_Type_free(MPI_Datatype *datatype)
 	derived[CM_HANDLE_INDEX(t->handle) - CM_DERIVED_BASE] = NULL;
 	cm_mpi_type_unref(t);
 	*datatype = MPI_DATATYPE_NULL;
+	return MPI_SUCCESS;
+}
+
+/* Names a predefined type was given, "" for its own (#h above). */
+static char predefined_names[NUM_PREDEFINED][MPI_MAX_OBJECT_NAME];
+
+int MPI_Type_set_name(MPI_Datatype datatype, const char *type_name)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Type_set_name");
+	struct cm_mpi_datatype *t = (struct cm_mpi_datatype *)cm_mpi_type_get(datatype);
+	if (!t)
+		return cm_mpi_raise(NULL, MPI_ERR_TYPE, "MPI_Type_set_name");
+	if (!type_name)
+		return cm_mpi_raise(NULL, MPI_ERR_ARG, "MPI_Type_set_name");
+	char *to = t->derived ? t->user_name : predefined_names[CM_HANDLE_INDEX(datatype)];
+	/* Longer names are truncated, as the standard allows. */
+	snprintf(to, MPI_MAX_OBJECT_NAME, "%s", type_name);
+	return MPI_SUCCESS;
+}
+
+/* A derived type is unnamed ("") until named; a predefined one is called
+ * by its handle's name until renamed. */
+int MPI_Type_get_name(MPI_Datatype datatype, char *type_name, int *resultlen)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Type_get_name");
+	const struct cm_mpi_datatype *t = cm_mpi_type_get(datatype);
+	if (!t)
+		return cm_mpi_raise(NULL, MPI_ERR_TYPE, "MPI_Type_get_name");
+	if (!type_name || !resultlen)
+		return cm_mpi_raise(NULL, MPI_ERR_ARG, "MPI_Type_get_name");
+	const char *name = t->user_name;
+	if (!t->derived) {
+		name = predefined_names[CM_HANDLE_INDEX(datatype)];
+		if (!name[0])
+			name = t->name;
+	}
+	*resultlen = snprintf(type_name, MPI_MAX_OBJECT_NAME, "%s", name);
 	return MPI_SUCCESS;
 }

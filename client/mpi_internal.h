@@ -137,6 +137,9 @@ struct cm_mpi_comm {
 	uint32_t nbc_seq;         /* non-blocking collectives started on it (their tags) */
 };
 
+/* A live info object, or MPI_INFO_NULL (mpi_info.c). */
+CM_HIDDEN int cm_mpi_info_valid(MPI_Info info);
+
 /* Sets up MPI_COMM_WORLD and MPI_COMM_SELF for this job. */
 CM_HIDDEN void cm_mpi_comm_init(int world_rank, int world_size);
 /* The communicator behind a handle, or NULL if the handle is not a live
@@ -263,6 +266,9 @@ struct cm_mpi_datatype {
 	/* How a derived type was built (MPI_Type_get_contents); NULL for a
 	 * predefined one. */
 	struct cm_mpi_contents *contents;
+	/* MPI_Type_set_name on a derived type (a predefined one's lives in a
+	 * table of mpi_datatype.c: this struct is read-only there). */
+	char user_name[MPI_MAX_OBJECT_NAME];
 };
 
 /* A constructor call as MPI_Type_get_contents returns it: the combiner and

@@ -15,6 +15,8 @@
  *    on the parent at the same time, and must not cross over.
  * 3. A non-member gets MPI_COMM_NULL without communicating; a bad tag is
  *    MPI_ERR_TAG.
+ * First, MPI_Comm_dup_with_info / _set_info / _get_info: hints accepted,
+ * none in use.
  * Every rank prints a line with the sums it saw (rank 0 prints them in
  * rank order). The digests of the wildcard order differ between runs, so
  * they are not printed: at the end all ranks check that the members of
@@ -58,6 +60,23 @@ int main(int argc, char **argv)
 	int P = tu_size, me = tu_rank;
 	char line[512];
 	int len = snprintf(line, sizeof line, "rank %d:", me);
+
+	/* Hints are accepted and ignored: a duplicate, an empty info in use. */
+	MPI_Info hints, used;
+	MPI_Comm dup;
+	int nkeys = -1, cmp;
+	TU_MPI(MPI_Info_create(&hints));
+	TU_MPI(MPI_Info_set(hints, "no_any_tag", "true"));
+	TU_MPI(MPI_Comm_dup_with_info(MPI_COMM_WORLD, hints, &dup));
+	TU_MPI(MPI_Comm_set_info(dup, hints));
+	TU_MPI(MPI_Comm_get_info(dup, &used));
+	TU_MPI(MPI_Info_get_nkeys(used, &nkeys));
+	TU_MPI(MPI_Comm_compare(dup, MPI_COMM_WORLD, &cmp));
+	TU_CHECK(nkeys == 0 && cmp == MPI_CONGRUENT, "dup_with_info: %d hints in use, compare %d",
+	         nkeys, cmp);
+	TU_MPI(MPI_Info_free(&used));
+	TU_MPI(MPI_Info_free(&hints));
+	TU_MPI(MPI_Comm_free(&dup));
 
 	/* 1. Parity groups, the odd ranks held back meanwhile. */
 	int parity[64], n = 0;

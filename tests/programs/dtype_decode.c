@@ -249,8 +249,18 @@ int main(int argc, char **argv)
 	TU_CHECK(cls == MPI_ERR_ARG, "get_contents into 2 ints: %s", tu_err_name(cls));
 	TU_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
 
+	/* Names: a predefined type's own, a derived one's empty until set. */
+	char name[MPI_MAX_OBJECT_NAME], vname[MPI_MAX_OBJECT_NAME];
+	int nlen, vlen;
+	TU_MPI(MPI_Type_get_name(MPI_DOUBLE, name, &nlen));
+	TU_MPI(MPI_Type_get_name(t[3], vname, &vlen));
+	TU_CHECK(vlen == 0 && vname[0] == '\0', "unnamed vector called \"%s\"", vname);
+	TU_MPI(MPI_Type_set_name(t[3], "column block"));
+	TU_MPI(MPI_Type_get_name(t[3], vname, &vlen));
+
 	MPI_Datatype again = MPI_DATATYPE_NULL;
 	if (tu_rank == 0) {
+		printf("names: %s (%d), vector named \"%s\" (%d)\n", name, nlen, vname, vlen);
 		printf("get_contents of a named type: MPI_ERR_ARG\n");
 		for (int i = 0; i < NTYPES; i++)
 			print_type(label[i], t[i], 0);
