@@ -277,36 +277,62 @@ int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, M
 	return MPI_SUCCESS;
 }
 
-int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
+/* The communicator of group g, a subgroup of c's: the pair is agreed over
+ * all of c (among_members 0, MPI_Comm_create) or among g's members only
+ * (MPI_Comm_create_group, where a non-member returns at once). *out is
+ * NULL for a process outside g. */
+static int create_from_group(struct cm_mpi_comm *c, struct cm_mpi_group *g, int among_members,
+                             struct cm_mpi_comm **out)
 {
-	CM_MPI_REQUIRE_INIT("MPI_Comm_create");
-	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
-	if (!c)
-		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_create");
-	struct cm_mpi_group *g = cm_mpi_group_get(group);
-	if (!g)
-		return cm_mpi_raise(c, MPI_ERR_GROUP, "MPI_Comm_create");
-	if (!newcomm)
-		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_create");
-	for (int r = 0; r < g->size; r++)
-		if (cm_mpi_comm_rank_of(c, g->world_of[r]) == MPI_UNDEFINED)
-			return cm_mpi_raise(c, MPI_ERR_GROUP, "MPI_Comm_create");
-	int mine, *all = malloc((size_t)c->size * sizeof *all);
-	int rc = all ? next_pair(&mine) : MPI_ERR_NO_MEM;
+	*out = NULL;
+	int my_rank = cm_mpi_group_rank_of(g, cm_mpi_world_rank(c, c->rank));
+	if (among_members && my_rank == MPI_UNDEFINED)
+		return MPI_SUCCESS;
+	int P = among_members ? g->size : c->size;
+	int *rank_of = malloc(((size_t)g->size + 1) * sizeof *rank_of);
+	int *all = malloc(((size_t)P + 1) * sizeof *all);
+	int mine, rc = rank_of && all ? MPI_SUCCESS : MPI_ERR_NO_MEM;
+	for (int r = 0; !rc && r < g->size; r++)
+		if ((rank_of[r] = cm_mpi_comm_rank_of(c, g->world_of[r])) == MPI_UNDEFINED)
+			rc = MPI_ERR_GROUP;
 	if (!rc)
-		rc = cm_mpi_comm_allgather_ints(c, &mine, 1, all);
-	struct cm_mpi_comm *d = NULL;
+		rc = next_pair(&mine);
+	if (!rc)
+		rc = among_members ? allgather_among(c, P, my_rank, rank_of, &mine, 1, all)
+		                   : cm_mpi_comm_allgather_ints(c, &mine, 1, all);
 	if (!rc) {
-		uint32_t pair = agreed_pair(all, 1, c->size);
-		int my_rank = cm_mpi_group_rank_of(g, cm_mpi_world_rank(c, c->rank));
+		uint32_t pair = agreed_pair(all, 1, P);
 		if (my_rank != MPI_UNDEFINED) {
 			cm_mpi_group_ref(g);
-			d = cm_mpi_comm_new(g, my_rank, pair, c->errhandler);
-			if (!d)
+			*out = cm_mpi_comm_new(g, my_rank, pair, c->errhandler);
+			if (!*out)
 				rc = MPI_ERR_NO_MEM;
 		}
 	}
+	free(rank_of);
 	free(all);
+	return rc;
+}
+
+/* The arguments both creation calls from a group take. */
+static int check_group_args(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm,
+                            struct cm_mpi_comm **c, struct cm_mpi_group **g)
+{
+	if (!(*c = cm_mpi_comm_get(comm)))
+		return MPI_ERR_COMM;
+	if (!(*g = cm_mpi_group_get(group)))
+		return MPI_ERR_GROUP;
+	return newcomm ? MPI_SUCCESS : MPI_ERR_ARG;
+}
+
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_create");
+	struct cm_mpi_comm *c, *d;
+	struct cm_mpi_group *g;
+	int rc = check_group_args(comm, group, newcomm, &c, &g);
+	if (!rc)
+		rc = create_from_group(c, g, 0, &d);
 	if (rc)
 		return cm_mpi_raise(c, rc, "MPI_Comm_create");
 	*newcomm = d ? d->handle : MPI_COMM_NULL;
@@ -321,44 +347,16 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm)
 {
 	CM_MPI_REQUIRE_INIT("MPI_Comm_create_group");
-	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
-	if (!c)
-		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_create_group");
-	struct cm_mpi_group *g = cm_mpi_group_get(group);
-	if (!g)
-		return cm_mpi_raise(c, MPI_ERR_GROUP, "MPI_Comm_create_group");
-	if (!newcomm)
-		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_create_group");
-	if (tag < 0 || tag > CM_MPI_TAG_UB)
-		return cm_mpi_raise(c, MPI_ERR_TAG, "MPI_Comm_create_group");
-	int my_rank = cm_mpi_group_rank_of(g, cm_mpi_world_rank(c, c->rank));
-	if (my_rank == MPI_UNDEFINED) {
-		*newcomm = MPI_COMM_NULL;
-		return MPI_SUCCESS;
-	}
-	int *rank_of = malloc(((size_t)g->size + 1) * sizeof *rank_of);
-	int *all = malloc(((size_t)g->size + 1) * sizeof *all);
-	int mine, rc = rank_of && all ? MPI_SUCCESS : MPI_ERR_NO_MEM;
-	for (int r = 0; !rc && r < g->size; r++)
-		if ((rank_of[r] = cm_mpi_comm_rank_of(c, g->world_of[r])) == MPI_UNDEFINED)
-			rc = MPI_ERR_GROUP;
+	struct cm_mpi_comm *c, *d;
+	struct cm_mpi_group *g;
+	int rc = check_group_args(comm, group, newcomm, &c, &g);
+	if (!rc && (tag < 0 || tag > CM_MPI_TAG_UB))
+		rc = MPI_ERR_TAG;
 	if (!rc)
-		rc = next_pair(&mine);
-	if (!rc)
-		rc = allgather_among(c, g->size, my_rank, rank_of, &mine, 1, all);
-	struct cm_mpi_comm *d = NULL;
-	if (!rc) {
-		uint32_t pair = agreed_pair(all, 1, g->size);
-		cm_mpi_group_ref(g);
-		d = cm_mpi_comm_new(g, my_rank, pair, c->errhandler);
-		if (!d)
-			rc = MPI_ERR_NO_MEM;
-	}
-	free(rank_of);
-	free(all);
+		rc = create_from_group(c, g, 1, &d);
 	if (rc)
 		return cm_mpi_raise(c, rc, "MPI_Comm_create_group");
-	*newcomm = d->handle;
+	*newcomm = d ? d->handle : MPI_COMM_NULL;
 	return MPI_SUCCESS;
 }
 
