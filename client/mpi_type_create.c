@@ -590,9 +590,48 @@ int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype *newtype)
 	return raise_or(rc, "MPI_Type_dup");
 }
 
-/* An ndims-dimensional subarray: built from the fastest-varying dimension
- * outwards, each level a strided repetition of the one inside; the result
- * spans the whole array (lb 0, extent = product of sizes * old extent). */
+/* The indexes of one dimension an array type takes: runs of len indexes
+ * starting at first, then every period indexes (0: one run), each cut at
+ * the dimension's size. */
+struct dim_part {
+	int first, len, period;
+};
+
+/* An ndims-dimensional array of sizes[] items of old, of which the parts
+ * are taken: built from the fastest-varying dimension outwards, each level
+ * the runs of the one inside; the result spans the whole array (lb 0,
+ * extent = product of sizes * old extent). */
+static int make_array(int ndims, const int sizes[], const struct dim_part parts[], int order,
+                      const struct cm_mpi_datatype *old, struct cm_mpi_contents *rec,
+                      MPI_Datatype *newtype)
+{
+	struct tmap inner, outer;
+	tmap_init(&inner);
+	struct tview v = view_of_type(old);
+	MPI_Aint stride = old->extent; /* bytes between consecutive indexes of dimension d */
+	for (int k = 0; k < ndims; k++) {
+		int d = order == MPI_ORDER_C ? ndims - 1 - k : k;
+		const struct dim_part *p = &parts[d];
+		tmap_init(&outer);
+		for (long long first = p->first; first < sizes[d] && p->len > 0;
+		     first += p->period ? p->period : sizes[d]) {
+			long long len = sizes[d] - first < p->len ? sizes[d] - first : p->len;
+			add_repeated(&outer, &v, (MPI_Aint)first * stride, (size_t)len, stride);
+		}
+		if (inner.error && !outer.error)
+			outer.error = inner.error;
+		free(inner.runs);
+		inner = outer;
+		v = view_of_map(&inner);
+		if (__builtin_mul_overflow(stride, (MPI_Aint)sizes[d], &stride) && !inner.error)
+			inner.error = MPI_ERR_ARG;
+	}
+	inner.has_xlb = inner.has_xub = 1;
+	inner.xlb = 0;
+	inner.xub = stride;
+	return finish(&inner, rec, newtype);
+}
+
 int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int array_of_subsizes[],
                              const int array_of_starts[], int order, MPI_Datatype oldtype,
                              MPI_Datatype *newtype)
@@ -609,30 +648,13 @@ int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int ar
 		    array_of_subsizes[d] > array_of_sizes[d] || array_of_starts[d] < 0 ||
 		    array_of_starts[d] > array_of_sizes[d] - array_of_subsizes[d])
 			rc = MPI_ERR_ARG;
+	struct dim_part *parts = rc ? NULL : malloc((size_t)ndims * sizeof *parts);
+	if (!rc && !parts)
+		rc = MPI_ERR_NO_MEM;
 	if (rc)
 		return raise_or(rc, "MPI_Type_create_subarray");
-
-	struct tmap inner, outer;
-	tmap_init(&inner);
-	struct tview v = view_of_type(old);
-	MPI_Aint stride = old->extent; /* bytes between consecutive indexes of dimension d */
-	for (int k = 0; k < ndims; k++) {
-		int d = order == MPI_ORDER_C ? ndims - 1 - k : k;
-		tmap_init(&outer);
-		add_repeated(&outer, &v, (MPI_Aint)array_of_starts[d] * stride,
-		             (size_t)array_of_subsizes[d], stride);
-		if (inner.error && !outer.error)
-			outer.error = inner.error;
-		free(inner.runs);
-		inner = outer;
-		v = view_of_map(&inner);
-		if (__builtin_mul_overflow(stride, (MPI_Aint)array_of_sizes[d], &stride) &&
-		    !inner.error)
-			inner.error = MPI_ERR_ARG;
-	}
-	inner.has_xlb = inner.has_xub = 1;
-	inner.xlb = 0;
-	inner.xub = stride;
+	for (int d = 0; d < ndims; d++)
+		parts[d] = (struct dim_part){array_of_starts[d], array_of_subsizes[d], 0};
 	struct cm_mpi_contents *rec =
 	    cm_mpi_contents_new(MPI_COMBINER_SUBARRAY, 3 * ndims + 2, 0, 1);
 	if (rec) {
@@ -644,7 +666,96 @@ int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int ar
 		rec->ints[1 + 3 * ndims] = order;
 		rec->types[0] = old;
 	}
-	return raise_or(finish(&inner, rec, newtype), "MPI_Type_create_subarray");
+	rc = make_array(ndims, array_of_sizes, parts, order, old, rec, newtype);
+	free(parts);
+	return raise_or(rc, "MPI_Type_create_subarray");
+}
+
+/* The part of dimension d process coordinate `coord` of psize holds: a
+ * block of darg (default: the size split evenly, rounded up) indexes, or
+ * blocks of darg (default 1) dealt round-robin, or all of it. */
+static int darray_part(int gsize, int distrib, int darg, int psize, int coord,
+                       struct dim_part *part)
+{
+	switch (distrib) {
+	case MPI_DISTRIBUTE_BLOCK: {
+		int b = darg == MPI_DISTRIBUTE_DFLT_DARG ? (gsize + psize - 1) / psize : darg;
+		if (b <= 0 || (long long)b * psize < gsize)
+			return MPI_ERR_ARG; /* the blocks must cover the dimension */
+		*part = (struct dim_part){(int)((long long)coord * b < gsize ? coord * b : gsize),
+		                          b, 0};
+		return MPI_SUCCESS;
+	}
+	case MPI_DISTRIBUTE_CYCLIC: {
+		int k = darg == MPI_DISTRIBUTE_DFLT_DARG ? 1 : darg;
+		if (k <= 0 || (long long)k * psize > INT_MAX)
+			return MPI_ERR_ARG;
+		long long first = (long long)coord * k;
+		*part = (struct dim_part){(int)(first < gsize ? first : gsize), k, k * psize};
+		return MPI_SUCCESS;
+	}
+	case MPI_DISTRIBUTE_NONE:
+		if (psize != 1)
+			return MPI_ERR_ARG; /* an undistributed dimension has one process */
+		*part = (struct dim_part){0, gsize, 0};
+		return MPI_SUCCESS;
+	default:
+		return MPI_ERR_ARG;
+	}
+}
+
+/* The process grid is in row-major order whatever the array order, as
+ * the standard says: rank -> coordinates, the last dimension fastest. */
+int MPI_Type_create_darray(int size, int rank, int ndims, const int array_of_gsizes[],
+                           const int array_of_distribs[], const int array_of_dargs[],
+                           const int array_of_psizes[], int order, MPI_Datatype oldtype,
+                           MPI_Datatype *newtype)
+{
+	const struct cm_mpi_datatype *old;
+	CM_MPI_REQUIRE_INIT("MPI_Type_create_darray");
+	int rc = check_old(oldtype, &old);
+	if (!rc &&
+	    (size <= 0 || rank < 0 || rank >= size || ndims <= 0 || ndims > (INT_MAX - 4) / 4 ||
+	     !array_of_gsizes || !array_of_distribs || !array_of_dargs || !array_of_psizes ||
+	     !newtype || (order != MPI_ORDER_C && order != MPI_ORDER_FORTRAN)))
+		rc = MPI_ERR_ARG;
+	long long procs = 1;
+	for (int d = 0; !rc && d < ndims; d++) {
+		if (array_of_gsizes[d] <= 0 || array_of_psizes[d] <= 0)
+			rc = MPI_ERR_ARG;
+		else if ((procs *= array_of_psizes[d]) > size)
+			rc = MPI_ERR_ARG;
+	}
+	if (!rc && procs != size)
+		rc = MPI_ERR_ARG; /* the grid must hold exactly size processes */
+	struct dim_part *parts = rc ? NULL : malloc((size_t)ndims * sizeof *parts);
+	if (!rc && !parts)
+		rc = MPI_ERR_NO_MEM;
+	for (int d = ndims - 1, rest = rank; !rc && d >= 0; d--) {
+		rc = darray_part(array_of_gsizes[d], array_of_distribs[d], array_of_dargs[d],
+		                 array_of_psizes[d], rest % array_of_psizes[d], &parts[d]);
+		rest /= array_of_psizes[d];
+	}
+	if (rc) {
+		free(parts);
+		return raise_or(rc, "MPI_Type_create_darray");
+	}
+	struct cm_mpi_contents *rec = cm_mpi_contents_new(MPI_COMBINER_DARRAY, 4 * ndims + 4, 0, 1);
+	if (rec) {
+		size_t n = (size_t)ndims * sizeof(int);
+		rec->ints[0] = size;
+		rec->ints[1] = rank;
+		rec->ints[2] = ndims;
+		memcpy(rec->ints + 3, array_of_gsizes, n);
+		memcpy(rec->ints + 3 + ndims, array_of_distribs, n);
+		memcpy(rec->ints + 3 + 2 * ndims, array_of_dargs, n);
+		memcpy(rec->ints + 3 + 3 * ndims, array_of_psizes, n);
+		rec->ints[3 + 4 * ndims] = order;
+		rec->types[0] = old;
+	}
+	rc = make_array(ndims, array_of_gsizes, parts, order, old, rec, newtype);
+	free(parts);
+	return raise_or(rc, "MPI_Type_create_darray");
 }
 
 int MPI_Get_address(const void *location, MPI_Aint *address)

@@ -6,7 +6,8 @@
  * struct whose handle is freed before the struct is decoded), prints each
  * type's envelope and contents, then rebuilds each type from its contents
  * alone, recursively, and checks that the rebuilt type has the same size,
- * bounds and packed bytes as the original. Then it sends data described
+ * bounds and packed bytes as the original; the darray is also checked
+ * against its type map written out by hand. Then it sends data described
  * with the rebuilt struct to rank 1, which receives it with the original
  * and checks every byte. Only rank 0 prints (compared with
  * integration/dtype_decode.expected).
@@ -40,6 +41,7 @@ static const struct {
     {MPI_COMBINER_HINDEXED_BLOCK, "HINDEXED_BLOCK"},
     {MPI_COMBINER_STRUCT, "STRUCT"},
     {MPI_COMBINER_SUBARRAY, "SUBARRAY"},
+    {MPI_COMBINER_DARRAY, "DARRAY"},
     {MPI_COMBINER_RESIZED, "RESIZED"},
 };
 
@@ -162,6 +164,12 @@ static MPI_Datatype rebuild(MPI_Datatype t)
 		TU_MPI(MPI_Type_create_subarray(v[0], v + 1, v + 1 + v[0], v + 1 + 2 * v[0],
 		                                v[1 + 3 * v[0]], in[0], &out));
 		break;
+	case MPI_COMBINER_DARRAY: {
+		int nd = v[2];
+		TU_MPI(MPI_Type_create_darray(v[0], v[1], nd, v + 3, v + 3 + nd, v + 3 + 2 * nd,
+		                              v + 3 + 3 * nd, v[3 + 4 * nd], in[0], &out));
+		break;
+	}
 	case MPI_COMBINER_RESIZED:
 		TU_MPI(MPI_Type_create_resized(in[0], d.addrs[0], d.addrs[1], &out));
 		break;
@@ -179,7 +187,7 @@ static MPI_Datatype rebuild(MPI_Datatype t)
 static unsigned char src[BUFSZ];
 
 /* Same size, bounds and packed bytes (two items) as the original. */
-static void compare(const char *label, MPI_Datatype a, MPI_Datatype b)
+static void compare(const char *label, MPI_Datatype a, MPI_Datatype b, const char *other)
 {
 	MPI_Aint lb[2], ext[2], tlb[2], text[2];
 	int size[2], psize;
@@ -196,15 +204,15 @@ static void compare(const char *label, MPI_Datatype a, MPI_Datatype b)
 	}
 	TU_CHECK(size[0] == size[1] && lb[0] == lb[1] && ext[0] == ext[1] && tlb[0] == tlb[1] &&
 	             text[0] == text[1],
-	         "%s: rebuilt type differs (size %d/%d lb %ld/%ld extent %ld/%ld)", label, size[0],
-	         size[1], (long)lb[0], (long)lb[1], (long)ext[0], (long)ext[1]);
+	         "%s: %s type differs (size %d/%d lb %ld/%ld extent %ld/%ld)", label, other,
+	         size[0], size[1], (long)lb[0], (long)lb[1], (long)ext[0], (long)ext[1]);
 	TU_CHECK(memcmp(packed[0], packed[1], 2 * (size_t)size[0]) == 0,
-	         "%s: rebuilt type packs other bytes", label);
-	printf("%s: size %d lb %ld extent %ld true_lb %ld true_extent %ld, rebuilt equal\n", label,
-	       size[0], (long)lb[0], (long)ext[0], (long)tlb[0], (long)text[0]);
+	         "%s: %s type packs other bytes", label, other);
+	printf("%s: size %d lb %ld extent %ld true_lb %ld true_extent %ld, %s equal\n", label,
+	       size[0], (long)lb[0], (long)ext[0], (long)tlb[0], (long)text[0], other);
 }
 
-enum { NTYPES = 13 };
+enum { NTYPES = 14 };
 
 int main(int argc, char **argv)
 {
@@ -216,7 +224,7 @@ int main(int argc, char **argv)
 	const char *label[NTYPES] = {"named",          "dup",     "contiguous", "vector",
 	                             "hvector",        "indexed", "hindexed",   "indexed_block",
 	                             "hindexed_block", "struct",  "subarray",   "resized",
-	                             "dup_of_struct"};
+	                             "dup_of_struct",  "darray"};
 	t[0] = MPI_INT;
 	TU_MPI(MPI_Type_dup(MPI_DOUBLE, &t[1]));
 	TU_MPI(MPI_Type_contiguous(3, MPI_INT, &t[2]));
@@ -234,8 +242,38 @@ int main(int argc, char **argv)
 	                                MPI_INT, &t[10]));
 	TU_MPI(MPI_Type_create_resized(t[2], -4, 40, &t[11]));
 	TU_MPI(MPI_Type_dup(t[9], &t[12]));
+	/* Rank 1 of a 2 x 2 grid over a 6 x 7 array: rows block-distributed
+	 * (rows 0-2), columns cyclic by 2 (columns 2, 3 and 6). */
+	TU_MPI(MPI_Type_create_darray(
+	    4, 1, 2, (int[]){6, 7}, (int[]){MPI_DISTRIBUTE_BLOCK, MPI_DISTRIBUTE_CYCLIC},
+	    (int[]){MPI_DISTRIBUTE_DFLT_DARG, 2}, (int[]){2, 2}, MPI_ORDER_C, MPI_INT, &t[13]));
 	for (int i = 1; i < NTYPES; i++)
 		TU_MPI(MPI_Type_commit(&t[i]));
+	/* The darray's map, written out: the same packed bytes. */
+	MPI_Datatype by_hand, by_hand_sized;
+	TU_MPI(MPI_Type_indexed(6, (int[]){2, 1, 2, 1, 2, 1}, (int[]){2, 6, 9, 13, 16, 20}, MPI_INT,
+	                        &by_hand));
+	TU_MPI(MPI_Type_create_resized(by_hand, 0, 6 * 7 * (MPI_Aint)sizeof(int), &by_hand_sized));
+	TU_MPI(MPI_Type_commit(&by_hand_sized));
+	if (tu_rank == 0)
+		compare("darray", t[13], by_hand_sized, "map by hand");
+	TU_MPI(MPI_Type_free(&by_hand));
+	TU_MPI(MPI_Type_free(&by_hand_sized));
+	/* Blocks in Fortran order: rank 1 is grid row 0, column 1 (the grid is
+	 * row-major whatever the array order), so rows 0-2, columns 4-6. */
+	MPI_Datatype blocks, sub;
+	TU_MPI(MPI_Type_create_darray(4, 1, 2, (int[]){6, 7},
+	                              (int[]){MPI_DISTRIBUTE_BLOCK, MPI_DISTRIBUTE_BLOCK},
+	                              (int[]){MPI_DISTRIBUTE_DFLT_DARG, MPI_DISTRIBUTE_DFLT_DARG},
+	                              (int[]){2, 2}, MPI_ORDER_FORTRAN, MPI_INT, &blocks));
+	TU_MPI(MPI_Type_create_subarray(2, (int[]){6, 7}, (int[]){3, 3}, (int[]){0, 4},
+	                                MPI_ORDER_FORTRAN, MPI_INT, &sub));
+	TU_MPI(MPI_Type_commit(&blocks));
+	TU_MPI(MPI_Type_commit(&sub));
+	if (tu_rank == 0)
+		compare("darray_fortran", blocks, sub, "subarray");
+	TU_MPI(MPI_Type_free(&blocks));
+	TU_MPI(MPI_Type_free(&sub));
 
 	/* A named type has no contents: MPI_ERR_ARG, as the standard says. */
 	TU_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
@@ -266,7 +304,7 @@ int main(int argc, char **argv)
 			print_type(label[i], t[i], 0);
 		for (int i = 0; i < NTYPES; i++) {
 			MPI_Datatype r = rebuild(t[i]);
-			compare(label[i], t[i], r);
+			compare(label[i], t[i], r, "rebuilt");
 			if (r != t[i])
 				TU_MPI(MPI_Type_free(&r));
 		}
