@@ -282,6 +282,21 @@ int main(int argc, char **argv)
 	MPI_Datatype tbuf[1];
 	TU_MPI(MPI_Error_class(MPI_Type_get_contents(MPI_INT, 1, 1, 1, ibuf, abuf, tbuf), &cls));
 	TU_CHECK(cls == MPI_ERR_ARG, "get_contents of MPI_INT: %s", tu_err_name(cls));
+	/* A darray whose grid does not hold `size` processes, or that spreads an
+	 * undistributed dimension: MPI_ERR_ARG. */
+	MPI_Datatype nothing;
+	TU_MPI(MPI_Error_class(MPI_Type_create_darray(4, 0, 1, (int[]){8},
+	                                              (int[]){MPI_DISTRIBUTE_BLOCK},
+	                                              (int[]){MPI_DISTRIBUTE_DFLT_DARG}, (int[]){3},
+	                                              MPI_ORDER_C, MPI_INT, &nothing),
+	                       &cls));
+	TU_CHECK(cls == MPI_ERR_ARG, "darray over a grid of 3 for 4: %s", tu_err_name(cls));
+	TU_MPI(MPI_Error_class(MPI_Type_create_darray(2, 0, 1, (int[]){8},
+	                                              (int[]){MPI_DISTRIBUTE_NONE},
+	                                              (int[]){MPI_DISTRIBUTE_DFLT_DARG}, (int[]){2},
+	                                              MPI_ORDER_C, MPI_INT, &nothing),
+	                       &cls));
+	TU_CHECK(cls == MPI_ERR_ARG, "undistributed dimension over 2: %s", tu_err_name(cls));
 	/* Arrays too small for the contents: MPI_ERR_ARG too. */
 	TU_MPI(MPI_Error_class(MPI_Type_get_contents(t[5], 2, 0, 1, ibuf, abuf, tbuf), &cls));
 	TU_CHECK(cls == MPI_ERR_ARG, "get_contents into 2 ints: %s", tu_err_name(cls));
