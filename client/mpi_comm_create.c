@@ -1,5 +1,5 @@
 /* Creating and freeing communicators: MPI_Comm_dup, _split, _split_type,
- * _create, _free, and the local queries (compare, test_inter, names).
+ * _create, _create_group, _free, and the local queries (compare, test_inter, names).
  *
  * Context ids. A communicator's two contexts are part of the matching key
  * of every message on it, so each process must use a pair that no other
@@ -12,7 +12,8 @@
  * harmless since no message can travel between them. The agreement is
  * made of ordinary messages on the parent's collective context: no side
  * channel, so it is logged and replayed like the program's own traffic,
- * and a re-executed process computes the same ids. */
+ * and a re-executed process computes the same ids. MPI_Comm_create_group
+ * runs the same agreement among the group's members only. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,14 +24,18 @@
 
 /* ---- the exchange ---- */
 
-/* Bruck's allgather: in round k every rank sends the blocks it holds (its
- * own, then those of the next ranks) to rank - 2^k and receives as many
- * from rank + 2^k, so after ceil(log2 P) rounds it holds all P blocks,
- * rotated by its rank. Round k uses its own tag. */
-int cm_mpi_comm_allgather_ints(struct cm_mpi_comm *c, const int *mine, int n, int *all)
+/* Bruck's allgather among P members of c, member i being c's rank
+ * rank_of[i] (NULL: c's ranks themselves), me the caller's index: in
+ * round k every member sends the blocks it holds (its own, then those of
+ * the next members) to member me - 2^k and receives as many from member
+ * me + 2^k, so after ceil(log2 P) rounds it holds all P blocks, rotated by
+ * its index. Round k uses its own tag; every receive names its source, so
+ * messages of consecutive exchanges between the same two processes match
+ * in order. */
+static int allgather_among(struct cm_mpi_comm *c, int P, int me, const int *rank_of,
+                           const int *mine, int n, int *all)
 {
 	const struct cm_mpi_datatype *ints = cm_mpi_type_get(MPI_INT);
-	int P = c->size, me = c->rank;
 	int *held = malloc((size_t)P * (size_t)n * sizeof *held);
 	if (!held)
 		return MPI_ERR_NO_MEM;
@@ -39,6 +44,10 @@ int cm_mpi_comm_allgather_ints(struct cm_mpi_comm *c, const int *mine, int n, in
 	for (int dist = 1; dist < P; dist <<= 1, round++) {
 		int m = have < P - have ? have : P - have;
 		int to = (me - dist + P) % P, from = (me + dist) % P;
+		if (rank_of) {
+			to = rank_of[to];
+			from = rank_of[from];
+		}
 		int tag = CM_COMM_TAG_EXCHANGE + round;
 		struct cm_mpi_request *rr, *rs;
 		int rc = cm_mpi_start_recv(c, held + (size_t)have * (size_t)n, m * n, ints, from,
@@ -77,6 +86,11 @@ int cm_mpi_comm_allgather_ints(struct cm_mpi_comm *c, const int *mine, int n, in
 	return MPI_SUCCESS;
 }
 
+int cm_mpi_comm_allgather_ints(struct cm_mpi_comm *c, const int *mine, int n, int *all)
+{
+	return allgather_among(c, c->size, c->rank, NULL, mine, n, all);
+}
+
 /* The context pair for a new communicator: the largest of the members'
  * lowest unused pairs (member r's at all[r * stride]), now used here. */
 static uint32_t agreed_pair(const int *all, int stride, int P)
@@ -101,14 +115,13 @@ static int next_pair(int *out)
 
 /* ---- the creation calls ---- */
 
-int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
+static int comm_dup(MPI_Comm comm, MPI_Comm *newcomm, const char *func)
 {
-	CM_MPI_REQUIRE_INIT("MPI_Comm_dup");
 	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
 	if (!c)
-		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_dup");
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, func);
 	if (!newcomm)
-		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_dup");
+		return cm_mpi_raise(c, MPI_ERR_ARG, func);
 	int mine, *all = malloc((size_t)c->size * sizeof *all);
 	int rc = all ? next_pair(&mine) : MPI_ERR_NO_MEM;
 	if (!rc)
@@ -128,10 +141,26 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 			cm_mpi_attr_delete_all(d);
 			cm_mpi_comm_drop_handle(d);
 		}
-		return cm_mpi_raise(c, rc, "MPI_Comm_dup");
+		return cm_mpi_raise(c, rc, func);
 	}
 	*newcomm = d->handle;
 	return MPI_SUCCESS;
+}
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_dup");
+	return comm_dup(comm, newcomm, "MPI_Comm_dup");
+}
+
+/* No hint changes what the library does, so the new communicator is a
+ * plain duplicate; the info handle must still be valid. */
+int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_dup_with_info");
+	if (!cm_mpi_info_valid(info))
+		return cm_mpi_raise(cm_mpi_comm_get(comm), MPI_ERR_INFO, "MPI_Comm_dup_with_info");
+	return comm_dup(comm, newcomm, "MPI_Comm_dup_with_info");
 }
 
 struct member {
@@ -248,38 +277,85 @@ int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, M
 	return MPI_SUCCESS;
 }
 
-int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
+/* The communicator of group g, a subgroup of c's: the pair is agreed over
+ * all of c (among_members 0, MPI_Comm_create) or among g's members only
+ * (MPI_Comm_create_group, where a non-member returns at once). *out is
+ * NULL for a process outside g. */
+static int create_from_group(struct cm_mpi_comm *c, struct cm_mpi_group *g, int among_members,
+                             struct cm_mpi_comm **out)
 {
-	CM_MPI_REQUIRE_INIT("MPI_Comm_create");
-	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
-	if (!c)
-		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_create");
-	struct cm_mpi_group *g = cm_mpi_group_get(group);
-	if (!g)
-		return cm_mpi_raise(c, MPI_ERR_GROUP, "MPI_Comm_create");
-	if (!newcomm)
-		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_create");
-	for (int r = 0; r < g->size; r++)
-		if (cm_mpi_comm_rank_of(c, g->world_of[r]) == MPI_UNDEFINED)
-			return cm_mpi_raise(c, MPI_ERR_GROUP, "MPI_Comm_create");
-	int mine, *all = malloc((size_t)c->size * sizeof *all);
-	int rc = all ? next_pair(&mine) : MPI_ERR_NO_MEM;
+	*out = NULL;
+	int my_rank = cm_mpi_group_rank_of(g, cm_mpi_world_rank(c, c->rank));
+	if (among_members && my_rank == MPI_UNDEFINED)
+		return MPI_SUCCESS;
+	int P = among_members ? g->size : c->size;
+	int *rank_of = malloc(((size_t)g->size + 1) * sizeof *rank_of);
+	int *all = malloc(((size_t)P + 1) * sizeof *all);
+	int mine, rc = rank_of && all ? MPI_SUCCESS : MPI_ERR_NO_MEM;
+	for (int r = 0; !rc && r < g->size; r++)
+		if ((rank_of[r] = cm_mpi_comm_rank_of(c, g->world_of[r])) == MPI_UNDEFINED)
+			rc = MPI_ERR_GROUP;
 	if (!rc)
-		rc = cm_mpi_comm_allgather_ints(c, &mine, 1, all);
-	struct cm_mpi_comm *d = NULL;
+		rc = next_pair(&mine);
+	if (!rc)
+		rc = among_members ? allgather_among(c, P, my_rank, rank_of, &mine, 1, all)
+		                   : cm_mpi_comm_allgather_ints(c, &mine, 1, all);
 	if (!rc) {
-		uint32_t pair = agreed_pair(all, 1, c->size);
-		int my_rank = cm_mpi_group_rank_of(g, cm_mpi_world_rank(c, c->rank));
+		uint32_t pair = agreed_pair(all, 1, P);
 		if (my_rank != MPI_UNDEFINED) {
 			cm_mpi_group_ref(g);
-			d = cm_mpi_comm_new(g, my_rank, pair, c->errhandler);
-			if (!d)
+			*out = cm_mpi_comm_new(g, my_rank, pair, c->errhandler);
+			if (!*out)
 				rc = MPI_ERR_NO_MEM;
 		}
 	}
+	free(rank_of);
 	free(all);
+	return rc;
+}
+
+/* The arguments both creation calls from a group take. */
+static int check_group_args(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm,
+                            struct cm_mpi_comm **c, struct cm_mpi_group **g)
+{
+	if (!(*c = cm_mpi_comm_get(comm)))
+		return MPI_ERR_COMM;
+	if (!(*g = cm_mpi_group_get(group)))
+		return MPI_ERR_GROUP;
+	return newcomm ? MPI_SUCCESS : MPI_ERR_ARG;
+}
+
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_create");
+	struct cm_mpi_comm *c, *d;
+	struct cm_mpi_group *g;
+	int rc = check_group_args(comm, group, newcomm, &c, &g);
+	if (!rc)
+		rc = create_from_group(c, g, 0, &d);
 	if (rc)
 		return cm_mpi_raise(c, rc, "MPI_Comm_create");
+	*newcomm = d ? d->handle : MPI_COMM_NULL;
+	return MPI_SUCCESS;
+}
+
+/* Collective over the group's members only: the context agreement runs
+ * among them (on c's collective context, addressed by c's ranks), so a
+ * process outside the group takes no part and may be busy elsewhere.
+ * Calls of one process are sequential (threads are at most FUNNELED), so
+ * the tag distinguishes nothing the order of the calls does not. */
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_create_group");
+	struct cm_mpi_comm *c, *d;
+	struct cm_mpi_group *g;
+	int rc = check_group_args(comm, group, newcomm, &c, &g);
+	if (!rc && (tag < 0 || tag > CM_MPI_TAG_UB))
+		rc = MPI_ERR_TAG;
+	if (!rc)
+		rc = create_from_group(c, g, 1, &d);
+	if (rc)
+		return cm_mpi_raise(c, rc, "MPI_Comm_create_group");
 	*newcomm = d ? d->handle : MPI_COMM_NULL;
 	return MPI_SUCCESS;
 }

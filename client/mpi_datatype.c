@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stdalign.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <wchar.h>
@@ -159,6 +160,7 @@ int cm_mpi_type_register(struct cm_mpi_datatype *type)
 			if (cap > CM_HANDLE_INDEX_MAX - CM_DERIVED_BASE ||
 			    !(grown = realloc(derived, cap * sizeof *grown))) {
 				free((void *)type->blocks);
+				cm_mpi_contents_free(type->contents);
 				free(type);
 				return MPI_ERR_NO_MEM;
 			}
@@ -172,6 +174,41 @@ int cm_mpi_type_register(struct cm_mpi_datatype *type)
 	type->refs = 1;
 	derived[slot] = type;
 	return MPI_SUCCESS;
+}
+
+/* The record of a constructor call (struct cm_mpi_contents). */
+struct cm_mpi_contents *cm_mpi_contents_new(int combiner, int nints, int naddrs, int ntypes)
+{
+	size_t bytes = sizeof(struct cm_mpi_contents) + (size_t)naddrs * sizeof(MPI_Aint) +
+	               (size_t)ntypes * sizeof(struct cm_mpi_datatype *) +
+	               (size_t)nints * sizeof(int);
+	struct cm_mpi_contents *c = calloc(1, bytes);
+	if (!c)
+		return NULL;
+	/* Widest first: every array stays aligned. */
+	c->addrs = (MPI_Aint *)(c + 1);
+	c->types = (const struct cm_mpi_datatype **)(c->addrs + naddrs);
+	c->ints = (int *)(c->types + ntypes);
+	c->combiner = combiner;
+	c->nints = nints;
+	c->naddrs = naddrs;
+	c->ntypes = ntypes;
+	return c;
+}
+
+void cm_mpi_contents_hold(struct cm_mpi_contents *c)
+{
+	for (int i = 0; i < c->ntypes; i++)
+		cm_mpi_type_ref(c->types[i]);
+}
+
+void cm_mpi_contents_free(struct cm_mpi_contents *c)
+{
+	if (!c)
+		return;
+	for (int i = 0; i < c->ntypes; i++)
+		cm_mpi_type_unref(c->types[i]);
+	free(c);
 }
 
 void cm_mpi_type_ref(const struct cm_mpi_datatype *type)
@@ -188,6 +225,7 @@ void cm_mpi_type_unref(const struct cm_mpi_datatype *type)
 	if (--t->refs > 0)
 		return;
 	free((void *)t->blocks);
+	cm_mpi_contents_free(t->contents);
 	free(t);
 }
 
@@ -443,5 +481,42 @@ int MPI_Type_free(MPI_Datatype *datatype)
 	derived[CM_HANDLE_INDEX(t->handle) - CM_DERIVED_BASE] = NULL;
 	cm_mpi_type_unref(t);
 	*datatype = MPI_DATATYPE_NULL;
+	return MPI_SUCCESS;
+}
+
+/* Names a predefined type was given, "" for its own (#h above). */
+static char predefined_names[NUM_PREDEFINED][MPI_MAX_OBJECT_NAME];
+
+int MPI_Type_set_name(MPI_Datatype datatype, const char *type_name)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Type_set_name");
+	struct cm_mpi_datatype *t = (struct cm_mpi_datatype *)cm_mpi_type_get(datatype);
+	if (!t)
+		return cm_mpi_raise(NULL, MPI_ERR_TYPE, "MPI_Type_set_name");
+	if (!type_name)
+		return cm_mpi_raise(NULL, MPI_ERR_ARG, "MPI_Type_set_name");
+	char *to = t->derived ? t->user_name : predefined_names[CM_HANDLE_INDEX(datatype)];
+	/* Longer names are truncated, as the standard allows. */
+	snprintf(to, MPI_MAX_OBJECT_NAME, "%s", type_name);
+	return MPI_SUCCESS;
+}
+
+/* A derived type is unnamed ("") until named; a predefined one is called
+ * by its handle's name until renamed. */
+int MPI_Type_get_name(MPI_Datatype datatype, char *type_name, int *resultlen)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Type_get_name");
+	const struct cm_mpi_datatype *t = cm_mpi_type_get(datatype);
+	if (!t)
+		return cm_mpi_raise(NULL, MPI_ERR_TYPE, "MPI_Type_get_name");
+	if (!type_name || !resultlen)
+		return cm_mpi_raise(NULL, MPI_ERR_ARG, "MPI_Type_get_name");
+	const char *name = t->user_name;
+	if (!t->derived) {
+		name = predefined_names[CM_HANDLE_INDEX(datatype)];
+		if (!name[0])
+			name = t->name;
+	}
+	*resultlen = snprintf(type_name, MPI_MAX_OBJECT_NAME, "%s", name);
 	return MPI_SUCCESS;
 }

@@ -13,7 +13,8 @@
 static const char *const error_strings[MPI_ERR_LASTCODE + 1] = {
     [MPI_SUCCESS] = "MPI_SUCCESS: no errors",
     [MPI_ERR_BUFFER] = "MPI_ERR_BUFFER: invalid buffer pointer",
-    [MPI_ERR_COUNT] = "MPI_ERR_COUNT: invalid count argument",
+    [MPI_ERR_COUNT] = "MPI_ERR_COUNT: invalid count argument (negative, or a message over "
+                      "4294967295 bytes, the largest one frame carries)",
     [MPI_ERR_TYPE] = "MPI_ERR_TYPE: invalid datatype",
     [MPI_ERR_TAG] = "MPI_ERR_TAG: invalid tag",
     [MPI_ERR_COMM] = "MPI_ERR_COMM: invalid communicator",

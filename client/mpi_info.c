@@ -285,3 +285,32 @@ int MPI_Info_free(MPI_Info *info)
 	*info = MPI_INFO_NULL;
 	return MPI_SUCCESS;
 }
+
+int cm_mpi_info_valid(MPI_Info info)
+{
+	return info == MPI_INFO_NULL || info_get(info) != NULL;
+}
+
+/* Communicator hints: none is acted on, so none is kept; the info in use
+ * is always empty (the standard lets an implementation ignore hints). */
+int MPI_Comm_set_info(MPI_Comm comm, MPI_Info info)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_set_info");
+	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
+	if (!c)
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_set_info");
+	if (!cm_mpi_info_valid(info))
+		return cm_mpi_raise(c, MPI_ERR_INFO, "MPI_Comm_set_info");
+	return MPI_SUCCESS;
+}
+
+int MPI_Comm_get_info(MPI_Comm comm, MPI_Info *info_used)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_get_info");
+	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
+	if (!c)
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_get_info");
+	if (!info_used)
+		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_get_info");
+	return MPI_Info_create(info_used);
+}

@@ -137,6 +137,9 @@ struct cm_mpi_comm {
 	uint32_t nbc_seq;         /* non-blocking collectives started on it (their tags) */
 };
 
+/* A live info object, or MPI_INFO_NULL (mpi_info.c). */
+CM_HIDDEN int cm_mpi_info_valid(MPI_Info info);
+
 /* Sets up MPI_COMM_WORLD and MPI_COMM_SELF for this job. */
 CM_HIDDEN void cm_mpi_comm_init(int world_rank, int world_size);
 /* The communicator behind a handle, or NULL if the handle is not a live
@@ -265,7 +268,34 @@ struct cm_mpi_datatype {
 	int refs; /* derived: the user handle + operations in flight */
 	int nblocks;
 	const struct cm_mpi_block *blocks;
+	/* How a derived type was built (MPI_Type_get_contents); NULL for a
+	 * predefined one. */
+	struct cm_mpi_contents *contents;
+	/* MPI_Type_set_name on a derived type (a predefined one's lives in a
+	 * table of mpi_datatype.c: this struct is read-only there). */
+	char user_name[MPI_MAX_OBJECT_NAME];
 };
+
+/* A constructor call as MPI_Type_get_contents returns it: the combiner and
+ * its integer, address and datatype arguments in the standard's order.
+ * The datatypes are held (referenced) as long as the type built from
+ * them lives. One allocation with the arrays after it. */
+struct cm_mpi_contents {
+	int combiner;
+	int nints, naddrs, ntypes;
+	int *ints;
+	MPI_Aint *addrs;
+	const struct cm_mpi_datatype **types;
+};
+
+/* Room for the arguments of a combiner (arrays uninitialised; the caller
+ * fills them, then cm_mpi_contents_hold). NULL when out of memory. */
+CM_HIDDEN struct cm_mpi_contents *cm_mpi_contents_new(int combiner, int nints, int naddrs,
+                                                      int ntypes);
+/* References every datatype of a filled record. */
+CM_HIDDEN void cm_mpi_contents_hold(struct cm_mpi_contents *c);
+/* Drops the references and the record (NULL: nothing). */
+CM_HIDDEN void cm_mpi_contents_free(struct cm_mpi_contents *c);
 
 /* The datatype behind a handle, or NULL (MPI_DATATYPE_NULL included).
  * Uncommitted derived types are returned too: check ->committed before

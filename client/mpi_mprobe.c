@@ -20,6 +20,7 @@
  * the two, the receive is matched afresh and the same argument as above
  * makes it the probed message. Under replication the probe answer is the
  * master's (CM_EV_PROBE) and the receive names its source and tag. */
+#include <limits.h>
 #include <stdlib.h>
 
 #include "mpi_internal.h"
@@ -68,15 +69,20 @@ static struct cm_mpi_request *message_get(MPI_Message m)
  * source) on c, into a buffer of its length. */
 static int bind(struct cm_mpi_comm *c, const struct cm_probe_result *res, MPI_Message *message)
 {
-	if (res->bytes > CM_DEFAULT_MAX_PAYLOAD)
+	if (res->bytes > CM_MAX_PAYLOAD)
 		return MPI_ERR_INTERN; /* no message is that long */
-	void *buf = malloc(res->bytes ? res->bytes : 1);
+	/* A count is an int: past 2 GiB - 1 bytes the buffer is counted in
+	 * 4-byte units (rounded up; the status keeps the real length). */
+	int wide = res->bytes > INT_MAX;
+	size_t cap = wide ? (res->bytes + 3) / 4 * 4 : res->bytes;
+	void *buf = malloc(cap ? cap : 1);
 	struct cm_mpi_request *r = buf ? cm_mpi_req_alloc(c) : NULL;
 	if (!r) {
 		free(buf);
 		return MPI_ERR_NO_MEM;
 	}
-	int rc = cm_mpi_launch_recv(r, buf, (int)res->bytes, cm_mpi_type_get(MPI_BYTE),
+	int rc = cm_mpi_launch_recv(r, buf, wide ? (int)(cap / 4) : (int)cap,
+	                            cm_mpi_type_get(wide ? MPI_INT32_T : MPI_BYTE),
 	                            cm_mpi_comm_rank_of(c, res->source), res->tag, c->ctx_pt2pt);
 	if (rc) {
 		cm_mpi_req_release(r);

@@ -43,7 +43,7 @@ int cm_mpi_check_send(MPI_Comm comm, const void *buf, int count, MPI_Datatype da
 	if (rc)
 		return rc;
 	/* One message is one frame: its payload has a protocol ceiling. */
-	if ((size_t)count * (*t)->size > CM_DEFAULT_MAX_PAYLOAD)
+	if ((size_t)count * (*t)->size > CM_MAX_PAYLOAD)
 		return MPI_ERR_COUNT;
 	if (tag < 0 || tag > CM_MPI_TAG_UB)
 		return MPI_ERR_TAG;

@@ -214,18 +214,21 @@ static void add_repeated(struct tmap *m, const struct tview *v, MPI_Aint disp, s
 		}
 }
 
-/* Turns the map into a registered type; *out gets its handle. */
-static int finish(struct tmap *m, MPI_Datatype *out)
+/* Turns the map into a registered type that keeps rec, the record of the
+ * constructor call (NULL: it could not be allocated); *out gets its
+ * handle. */
+static int finish(struct tmap *m, struct cm_mpi_contents *rec, MPI_Datatype *out)
 {
+	struct cm_mpi_datatype *t = NULL;
+	if (!m->error && (!rec || !(t = calloc(1, sizeof *t))))
+		m->error = MPI_ERR_NO_MEM;
 	if (m->error) {
 		free(m->runs);
+		free(rec); /* its types are not referenced yet */
 		return m->error;
 	}
-	struct cm_mpi_datatype *t = calloc(1, sizeof *t);
-	if (!t) {
-		free(m->runs);
-		return MPI_ERR_NO_MEM;
-	}
+	cm_mpi_contents_hold(rec);
+	t->contents = rec;
 	t->name = "derived datatype";
 	t->size = m->size;
 	MPI_Aint lb = m->has_xlb ? m->xlb : m->has_lb ? m->lb : 0;
@@ -292,12 +295,19 @@ int MPI_Type_contiguous(int count, MPI_Datatype oldtype, MPI_Datatype *newtype)
 	tmap_init(&m);
 	struct tview v = view_of_type(old);
 	add_repeated(&m, &v, 0, (size_t)count, old->extent);
-	return raise_or(finish(&m, newtype), "MPI_Type_contiguous");
+	struct cm_mpi_contents *rec = cm_mpi_contents_new(MPI_COMBINER_CONTIGUOUS, 1, 0, 1);
+	if (rec) {
+		rec->ints[0] = count;
+		rec->types[0] = old;
+	}
+	return raise_or(finish(&m, rec, newtype), "MPI_Type_contiguous");
 }
 
-/* count blocks of blocklength items, block i at i * stride bytes. */
-static int make_vector(int count, int blocklength, MPI_Aint stride_bytes, MPI_Datatype oldtype,
-                       MPI_Datatype *newtype)
+/* count blocks of blocklength items, block i at i * stride bytes;
+ * int_stride: the stride in items as MPI_Type_vector got it, NULL for
+ * the hvector forms. */
+static int make_vector(int count, int blocklength, MPI_Aint stride_bytes, const int *int_stride,
+                       MPI_Datatype oldtype, MPI_Datatype *newtype)
 {
 	const struct cm_mpi_datatype *old;
 	int rc = check_count(count, "", "", newtype);
@@ -317,7 +327,19 @@ static int make_vector(int count, int blocklength, MPI_Aint stride_bytes, MPI_Da
 	if (block.error && !m.error)
 		m.error = block.error;
 	free(block.runs);
-	return finish(&m, newtype);
+	struct cm_mpi_contents *rec = int_stride
+	                                  ? cm_mpi_contents_new(MPI_COMBINER_VECTOR, 3, 0, 1)
+	                                  : cm_mpi_contents_new(MPI_COMBINER_HVECTOR, 2, 1, 1);
+	if (rec) {
+		rec->ints[0] = count;
+		rec->ints[1] = blocklength;
+		if (int_stride)
+			rec->ints[2] = *int_stride;
+		else
+			rec->addrs[0] = stride_bytes;
+		rec->types[0] = old;
+	}
+	return finish(&m, rec, newtype);
 }
 
 int MPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype,
@@ -326,7 +348,7 @@ int MPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype
 	CM_MPI_REQUIRE_INIT("MPI_Type_vector");
 	const struct cm_mpi_datatype *old = cm_mpi_type_get(oldtype);
 	MPI_Aint stride_bytes = old ? (MPI_Aint)stride * old->extent : 0;
-	return raise_or(make_vector(count, blocklength, stride_bytes, oldtype, newtype),
+	return raise_or(make_vector(count, blocklength, stride_bytes, &stride, oldtype, newtype),
 	                "MPI_Type_vector");
 }
 
@@ -334,7 +356,7 @@ int MPI_Type_create_hvector(int count, int blocklength, MPI_Aint stride, MPI_Dat
                             MPI_Datatype *newtype)
 {
 	CM_MPI_REQUIRE_INIT("MPI_Type_create_hvector");
-	return raise_or(make_vector(count, blocklength, stride, oldtype, newtype),
+	return raise_or(make_vector(count, blocklength, stride, NULL, oldtype, newtype),
 	                "MPI_Type_create_hvector");
 }
 
@@ -342,8 +364,39 @@ int MPI_Type_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype o
                      MPI_Datatype *newtype)
 {
 	CM_MPI_REQUIRE_INIT("MPI_Type_hvector");
-	return raise_or(make_vector(count, blocklength, stride, oldtype, newtype),
+	return raise_or(make_vector(count, blocklength, stride, NULL, oldtype, newtype),
 	                "MPI_Type_hvector");
+}
+
+/* The record of an indexed-family call: its combiner follows from which
+ * of lengths (NULL: one common length) and int or byte displacements it
+ * got. */
+static struct cm_mpi_contents *record_indexed(int count, int common_length, const int lengths[],
+                                              const int int_displs[], const MPI_Aint aint_displs[],
+                                              const struct cm_mpi_datatype *old)
+{
+	static const int combiners[2][2] = {
+	    /* [lengths given][int displacements] */
+	    {MPI_COMBINER_HINDEXED_BLOCK, MPI_COMBINER_INDEXED_BLOCK},
+	    {MPI_COMBINER_HINDEXED, MPI_COMBINER_INDEXED},
+	};
+	int nlengths = lengths ? count : 1;
+	struct cm_mpi_contents *rec =
+	    cm_mpi_contents_new(combiners[lengths != NULL][int_displs != NULL],
+	                        1 + nlengths + (int_displs ? count : 0), int_displs ? 0 : count, 1);
+	if (!rec)
+		return NULL;
+	rec->ints[0] = count;
+	if (lengths && count > 0)
+		memcpy(rec->ints + 1, lengths, (size_t)count * sizeof *lengths);
+	else if (!lengths)
+		rec->ints[1] = common_length;
+	if (int_displs && count > 0)
+		memcpy(rec->ints + 1 + nlengths, int_displs, (size_t)count * sizeof *int_displs);
+	else if (count > 0)
+		memcpy(rec->addrs, aint_displs, (size_t)count * sizeof *aint_displs);
+	rec->types[0] = old;
+	return rec;
 }
 
 /* Block i: lengths[i] (or the common length if lengths is NULL) items of
@@ -356,6 +409,8 @@ static int make_indexed(int count, int common_length, const int lengths[], const
 	int rc = check_count(count, lengths ? (const void *)lengths : "", displs, newtype);
 	if (!rc && !lengths && common_length < 0)
 		rc = MPI_ERR_ARG;
+	if (!rc && count > (INT_MAX - 2) / 2)
+		rc = MPI_ERR_COUNT; /* its record's integers would not fit an int count */
 	for (int i = 0; !rc && lengths && i < count; i++)
 		if (lengths[i] < 0)
 			rc = MPI_ERR_ARG;
@@ -371,7 +426,9 @@ static int make_indexed(int count, int common_length, const int lengths[], const
 		add_repeated(&m, &v, disp, (size_t)(lengths ? lengths[i] : common_length),
 		             old->extent);
 	}
-	return finish(&m, newtype);
+	return finish(&m,
+	              record_indexed(count, common_length, lengths, int_displs, aint_displs, old),
+	              newtype);
 }
 
 int MPI_Type_indexed(int count, const int array_of_blocklengths[],
@@ -429,6 +486,8 @@ static int make_struct(int count, const int lengths[], const MPI_Aint displs[],
 	int rc = check_count(count, lengths, displs, newtype);
 	if (!rc && count > 0 && !types)
 		rc = MPI_ERR_ARG;
+	if (!rc && count > INT_MAX - 1)
+		rc = MPI_ERR_COUNT; /* its record's integers would not fit an int count */
 	for (int i = 0; !rc && i < count; i++) {
 		const struct cm_mpi_datatype *t;
 		if (lengths[i] < 0)
@@ -445,7 +504,17 @@ static int make_struct(int count, const int lengths[], const MPI_Aint displs[],
 		struct tview v = view_of_type(t);
 		add_repeated(&m, &v, displs[i], (size_t)lengths[i], t->extent);
 	}
-	return finish(&m, newtype);
+	struct cm_mpi_contents *rec =
+	    cm_mpi_contents_new(MPI_COMBINER_STRUCT, 1 + count, count, count);
+	if (rec) {
+		rec->ints[0] = count;
+		for (int i = 0; i < count; i++) {
+			rec->ints[1 + i] = lengths[i];
+			rec->addrs[i] = displs[i];
+			rec->types[i] = cm_mpi_type_get(types[i]);
+		}
+	}
+	return finish(&m, rec, newtype);
 }
 
 int MPI_Type_create_struct(int count, const int array_of_blocklengths[],
@@ -481,7 +550,17 @@ static int copy_type(const struct cm_mpi_datatype *old, int set_bounds, MPI_Aint
 		m.xlb = lb;
 		m.xub = lb + extent;
 	}
-	return finish(&m, newtype);
+	struct cm_mpi_contents *rec = set_bounds
+	                                  ? cm_mpi_contents_new(MPI_COMBINER_RESIZED, 0, 2, 1)
+	                                  : cm_mpi_contents_new(MPI_COMBINER_DUP, 0, 0, 1);
+	if (rec) {
+		if (set_bounds) {
+			rec->addrs[0] = lb;
+			rec->addrs[1] = extent;
+		}
+		rec->types[0] = old;
+	}
+	return finish(&m, rec, newtype);
 }
 
 int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent,
@@ -511,9 +590,48 @@ int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype *newtype)
 	return raise_or(rc, "MPI_Type_dup");
 }
 
-/* An ndims-dimensional subarray: built from the fastest-varying dimension
- * outwards, each level a strided repetition of the one inside; the result
- * spans the whole array (lb 0, extent = product of sizes * old extent). */
+/* The indexes of one dimension an array type takes: runs of len indexes
+ * starting at first, then every period indexes (0: one run), each cut at
+ * the dimension's size. */
+struct dim_part {
+	int first, len, period;
+};
+
+/* An ndims-dimensional array of sizes[] items of old, of which the parts
+ * are taken: built from the fastest-varying dimension outwards, each level
+ * the runs of the one inside; the result spans the whole array (lb 0,
+ * extent = product of sizes * old extent). */
+static int make_array(int ndims, const int sizes[], const struct dim_part parts[], int order,
+                      const struct cm_mpi_datatype *old, struct cm_mpi_contents *rec,
+                      MPI_Datatype *newtype)
+{
+	struct tmap inner, outer;
+	tmap_init(&inner);
+	struct tview v = view_of_type(old);
+	MPI_Aint stride = old->extent; /* bytes between consecutive indexes of dimension d */
+	for (int k = 0; k < ndims; k++) {
+		int d = order == MPI_ORDER_C ? ndims - 1 - k : k;
+		const struct dim_part *p = &parts[d];
+		tmap_init(&outer);
+		for (long long first = p->first; first < sizes[d] && p->len > 0;
+		     first += p->period ? p->period : sizes[d]) {
+			long long len = sizes[d] - first < p->len ? sizes[d] - first : p->len;
+			add_repeated(&outer, &v, (MPI_Aint)first * stride, (size_t)len, stride);
+		}
+		if (inner.error && !outer.error)
+			outer.error = inner.error;
+		free(inner.runs);
+		inner = outer;
+		v = view_of_map(&inner);
+		if (__builtin_mul_overflow(stride, (MPI_Aint)sizes[d], &stride) && !inner.error)
+			inner.error = MPI_ERR_ARG;
+	}
+	inner.has_xlb = inner.has_xub = 1;
+	inner.xlb = 0;
+	inner.xub = stride;
+	return finish(&inner, rec, newtype);
+}
+
 int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int array_of_subsizes[],
                              const int array_of_starts[], int order, MPI_Datatype oldtype,
                              MPI_Datatype *newtype)
@@ -521,39 +639,123 @@ int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int ar
 	const struct cm_mpi_datatype *old;
 	CM_MPI_REQUIRE_INIT("MPI_Type_create_subarray");
 	int rc = check_old(oldtype, &old);
-	if (!rc && (ndims <= 0 || !array_of_sizes || !array_of_subsizes || !array_of_starts ||
-	            !newtype || (order != MPI_ORDER_C && order != MPI_ORDER_FORTRAN)))
+	if (!rc &&
+	    (ndims <= 0 || ndims > (INT_MAX - 2) / 3 || !array_of_sizes || !array_of_subsizes ||
+	     !array_of_starts || !newtype || (order != MPI_ORDER_C && order != MPI_ORDER_FORTRAN)))
 		rc = MPI_ERR_ARG;
 	for (int d = 0; !rc && d < ndims; d++)
 		if (array_of_sizes[d] <= 0 || array_of_subsizes[d] <= 0 ||
 		    array_of_subsizes[d] > array_of_sizes[d] || array_of_starts[d] < 0 ||
 		    array_of_starts[d] > array_of_sizes[d] - array_of_subsizes[d])
 			rc = MPI_ERR_ARG;
+	struct dim_part *parts = rc ? NULL : malloc((size_t)ndims * sizeof *parts);
+	if (!rc && !parts)
+		rc = MPI_ERR_NO_MEM;
 	if (rc)
 		return raise_or(rc, "MPI_Type_create_subarray");
-
-	struct tmap inner, outer;
-	tmap_init(&inner);
-	struct tview v = view_of_type(old);
-	MPI_Aint stride = old->extent; /* bytes between consecutive indexes of dimension d */
-	for (int k = 0; k < ndims; k++) {
-		int d = order == MPI_ORDER_C ? ndims - 1 - k : k;
-		tmap_init(&outer);
-		add_repeated(&outer, &v, (MPI_Aint)array_of_starts[d] * stride,
-		             (size_t)array_of_subsizes[d], stride);
-		if (inner.error && !outer.error)
-			outer.error = inner.error;
-		free(inner.runs);
-		inner = outer;
-		v = view_of_map(&inner);
-		if (__builtin_mul_overflow(stride, (MPI_Aint)array_of_sizes[d], &stride) &&
-		    !inner.error)
-			inner.error = MPI_ERR_ARG;
+	for (int d = 0; d < ndims; d++)
+		parts[d] = (struct dim_part){array_of_starts[d], array_of_subsizes[d], 0};
+	struct cm_mpi_contents *rec =
+	    cm_mpi_contents_new(MPI_COMBINER_SUBARRAY, 3 * ndims + 2, 0, 1);
+	if (rec) {
+		size_t n = (size_t)ndims * sizeof(int);
+		rec->ints[0] = ndims;
+		memcpy(rec->ints + 1, array_of_sizes, n);
+		memcpy(rec->ints + 1 + ndims, array_of_subsizes, n);
+		memcpy(rec->ints + 1 + 2 * ndims, array_of_starts, n);
+		rec->ints[1 + 3 * ndims] = order;
+		rec->types[0] = old;
 	}
-	inner.has_xlb = inner.has_xub = 1;
-	inner.xlb = 0;
-	inner.xub = stride;
-	return raise_or(finish(&inner, newtype), "MPI_Type_create_subarray");
+	rc = make_array(ndims, array_of_sizes, parts, order, old, rec, newtype);
+	free(parts);
+	return raise_or(rc, "MPI_Type_create_subarray");
+}
+
+/* The part of dimension d process coordinate `coord` of psize holds: a
+ * block of darg (default: the size split evenly, rounded up) indexes, or
+ * blocks of darg (default 1) dealt round-robin, or all of it. */
+static int darray_part(int gsize, int distrib, int darg, int psize, int coord,
+                       struct dim_part *part)
+{
+	switch (distrib) {
+	case MPI_DISTRIBUTE_BLOCK: {
+		int b = darg == MPI_DISTRIBUTE_DFLT_DARG ? (gsize + psize - 1) / psize : darg;
+		if (b <= 0 || (long long)b * psize < gsize)
+			return MPI_ERR_ARG; /* the blocks must cover the dimension */
+		*part = (struct dim_part){(int)((long long)coord * b < gsize ? coord * b : gsize),
+		                          b, 0};
+		return MPI_SUCCESS;
+	}
+	case MPI_DISTRIBUTE_CYCLIC: {
+		int k = darg == MPI_DISTRIBUTE_DFLT_DARG ? 1 : darg;
+		if (k <= 0 || (long long)k * psize > INT_MAX)
+			return MPI_ERR_ARG;
+		long long first = (long long)coord * k;
+		*part = (struct dim_part){(int)(first < gsize ? first : gsize), k, k * psize};
+		return MPI_SUCCESS;
+	}
+	case MPI_DISTRIBUTE_NONE:
+		if (psize != 1)
+			return MPI_ERR_ARG; /* an undistributed dimension has one process */
+		*part = (struct dim_part){0, gsize, 0};
+		return MPI_SUCCESS;
+	default:
+		return MPI_ERR_ARG;
+	}
+}
+
+/* The process grid is in row-major order whatever the array order, as
+ * the standard says: rank -> coordinates, the last dimension fastest. */
+int MPI_Type_create_darray(int size, int rank, int ndims, const int array_of_gsizes[],
+                           const int array_of_distribs[], const int array_of_dargs[],
+                           const int array_of_psizes[], int order, MPI_Datatype oldtype,
+                           MPI_Datatype *newtype)
+{
+	const struct cm_mpi_datatype *old;
+	CM_MPI_REQUIRE_INIT("MPI_Type_create_darray");
+	int rc = check_old(oldtype, &old);
+	if (!rc &&
+	    (size <= 0 || rank < 0 || rank >= size || ndims <= 0 || ndims > (INT_MAX - 4) / 4 ||
+	     !array_of_gsizes || !array_of_distribs || !array_of_dargs || !array_of_psizes ||
+	     !newtype || (order != MPI_ORDER_C && order != MPI_ORDER_FORTRAN)))
+		rc = MPI_ERR_ARG;
+	long long procs = 1;
+	for (int d = 0; !rc && d < ndims; d++) {
+		if (array_of_gsizes[d] <= 0 || array_of_psizes[d] <= 0)
+			rc = MPI_ERR_ARG;
+		else if ((procs *= array_of_psizes[d]) > size)
+			rc = MPI_ERR_ARG;
+	}
+	if (!rc && procs != size)
+		rc = MPI_ERR_ARG; /* the grid must hold exactly size processes */
+	struct dim_part *parts = rc ? NULL : malloc((size_t)ndims * sizeof *parts);
+	if (!rc && !parts)
+		rc = MPI_ERR_NO_MEM;
+	for (int d = ndims - 1, rest = rank; !rc && d >= 0; d--) {
+		rc = darray_part(array_of_gsizes[d], array_of_distribs[d], array_of_dargs[d],
+		                 array_of_psizes[d], rest % array_of_psizes[d], &parts[d]);
+		rest /= array_of_psizes[d];
+	}
+	if (rc) {
+		free(parts);
+		return raise_or(rc, "MPI_Type_create_darray");
+	}
+	struct cm_mpi_contents *rec = cm_mpi_contents_new(MPI_COMBINER_DARRAY, 4 * ndims + 4, 0, 1);
+	if (rec) {
+		size_t n = (size_t)ndims * sizeof(int);
+		rec->ints[0] = size;
+		rec->ints[1] = rank;
+		rec->ints[2] = ndims;
+		memcpy(rec->ints + 3, array_of_gsizes, n);
+		memcpy(rec->ints + 3 + ndims, array_of_distribs, n);
+		memcpy(rec->ints + 3 + 2 * ndims, array_of_dargs, n);
+		memcpy(rec->ints + 3 + 3 * ndims, array_of_psizes, n);
+		rec->ints[3 + 4 * ndims] = order;
+		rec->types[0] = old;
+	}
+	rc = make_array(ndims, array_of_gsizes, parts, order, old, rec, newtype);
+	free(parts);
+	return raise_or(rc, "MPI_Type_create_darray");
 }
 
 int MPI_Get_address(const void *location, MPI_Aint *address)

@@ -359,7 +359,7 @@ static int cmt_init(struct cm_transport *t, const struct cm_job *job)
 	s->size = job->size;
 	s->ncms = job->ncms;
 	s->lim = (struct cm_limits){.world_size = (uint32_t)job->size,
-	                            .max_payload = CM_DEFAULT_MAX_PAYLOAD};
+	                            .max_payload = CM_MAX_PAYLOAD};
 	s->cms = calloc((size_t)job->ncms, sizeof *s->cms);
 	s->bye_acked = calloc((size_t)job->ncms, 1);
 	s->pfds = calloc((size_t)job->ncms, sizeof *s->pfds);

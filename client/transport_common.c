@@ -24,7 +24,7 @@ int cm_check_send(struct cm_req *req, int rank, int size)
 		       size);
 		return -1;
 	}
-	if (req->tag < 0 || req->slen > CM_DEFAULT_MAX_PAYLOAD || (req->slen && !req->sbuf)) {
+	if (req->tag < 0 || req->slen > CM_MAX_PAYLOAD || (req->slen && !req->sbuf)) {
 		cm_err("rank %d: send to rank %d: bad tag %d or length %zu", rank, req->peer,
 		       req->tag, req->slen);
 		return -1;

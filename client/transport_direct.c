@@ -346,7 +346,7 @@ static int direct_setup(struct direct *s, const struct cm_job *job)
 	memcpy(s->secret, job->secret, sizeof s->secret);
 	s->listen_fd = -1;
 	s->lim = (struct cm_limits){.world_size = (uint32_t)job->size,
-	                            .max_payload = CM_DEFAULT_MAX_PAYLOAD};
+	                            .max_payload = CM_MAX_PAYLOAD};
 	s->net.epfd = epoll_create1(EPOLL_CLOEXEC);
 	s->link = calloc((size_t)job->size, sizeof *s->link);
 	s->from = calloc((size_t)job->size, sizeof *s->from);

@@ -349,7 +349,7 @@ static int repl_setup(struct repl *s, const struct cm_job *job)
 	s->listen_fd = -1;
 	memcpy(s->secret, job->secret, sizeof s->secret);
 	s->lim = (struct cm_limits){.world_size = (uint32_t)job->size,
-	                            .max_payload = CM_DEFAULT_MAX_PAYLOAD};
+	                            .max_payload = CM_MAX_PAYLOAD};
 	size_t nproc = (size_t)job->size * (size_t)s->nrep;
 	s->net.epfd = epoll_create1(EPOLL_CLOEXEC);
 	s->out = calloc(nproc, sizeof *s->out);

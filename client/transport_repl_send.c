@@ -472,7 +472,7 @@ int repl_isend(struct cm_transport *t, struct cm_req *req)
 	req->done = 0;
 	req->error = 0;
 	if (req->peer < 0 || req->peer >= s->size || req->tag < 0 ||
-	    req->slen > CM_DEFAULT_MAX_PAYLOAD || (req->slen && !req->sbuf)) {
+	    req->slen > CM_MAX_PAYLOAD || (req->slen && !req->sbuf)) {
 		cm_err("rank %d: send to rank %d tag %d length %zu: bad destination, tag "
 		       "or length",
 		       s->rank, req->peer, req->tag, req->slen);

@@ -100,8 +100,9 @@ static const struct cmdline_opt cmserver_opts[] = {
     {"max-message", .kind = CMDLINE_SIZE, .meta = "BYTES", .field = AT(max_message, uint64_t),
      .ulo = MIN_MAX_MESSAGE, .uhi = UINT32_MAX, .bad = "--max-message " NOT_A_SIZE,
      .bad_range = "--max-message " OUT_OF_RANGE,
-     .help = "largest message payload accepted (default 1GiB; units\n"
-             "K, M, G, KiB, MiB, GiB; at least {lo})"},
+     .help = "largest message payload accepted (default and most\n"
+             "4GiB-1, what a frame carries; units K, M, G, KiB,\n"
+             "MiB, GiB; at least {lo})"},
     {"log-mem", .kind = CMDLINE_SIZE, .meta = "BYTES", .field = AT(log_mem, uint64_t),
      .uhi = UINT64_MAX, .bad = "--log-mem " NOT_A_SIZE, .bad_range = "--log-mem " OUT_OF_RANGE,
      .help = "bound on the memory of message payloads: the log,\n"

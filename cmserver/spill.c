@@ -156,10 +156,12 @@ static bool segs_reserve(struct spill_file *f)
 static int spill_put_buf(void *ctx, int32_t dst, uint64_t seq, struct cm_buf *buf)
 {
 	struct cm_spill_store *st = ctx;
-	uint32_t which = buf->aligned ? FILE_LARGE : FILE_SMALL;
-	uint32_t disk_len = buf->len;
-	if (buf->aligned)
-		disk_len = (buf->len + CM_BUF_ALIGN - 1) & ~(uint32_t)(CM_BUF_ALIGN - 1);
+	/* A payload within a page of the largest one (4 GiB - 1) would round
+	 * past what a length holds: it goes through the page cache instead. */
+	uint64_t rounded = ((uint64_t)buf->len + CM_BUF_ALIGN - 1) & ~(uint64_t)(CM_BUF_ALIGN - 1);
+	bool direct = buf->aligned && rounded <= UINT32_MAX;
+	uint32_t which = direct ? FILE_LARGE : FILE_SMALL;
+	uint32_t disk_len = direct ? (uint32_t)rounded : buf->len;
 	struct pending *p = malloc(sizeof *p);
 	if (p == NULL)
 		return -1;

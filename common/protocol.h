@@ -17,8 +17,12 @@
 #define CM_ANY_SOURCE (-1)
 #define CM_ANY_TAG (-1)
 
-/* Default ceiling on one frame's payload; servers take --max-message. */
-#define CM_DEFAULT_MAX_PAYLOAD (1024u * 1024u * 1024u)
+/* The largest payload a frame carries: what its 32-bit len field holds
+ * (4 GiB - 1). One MPI message is one frame, so this is also the largest
+ * message. */
+#define CM_MAX_PAYLOAD UINT32_MAX
+/* A server's ceiling unless --max-message lowers it: the wire's own. */
+#define CM_DEFAULT_MAX_PAYLOAD CM_MAX_PAYLOAD
 
 /* Job secret: 32 printable characters (hex of 16 random bytes). */
 #define CM_SECRET_LEN 32
