@@ -6,6 +6,7 @@
 
 #include "engine_common.h"
 #include "engine_locks.h"
+#include "vec.h"
 
 #include <ev.h>
 #include <pthread.h>
@@ -73,10 +74,9 @@ struct worker {
 	bool stop;          /* atomic */
 	pthread_mutex_t mu; /* the three mailboxes */
 	struct conn *new_head, *rq_head, *wq_head;
-	struct post *batch; /* drain scratch (its thread only) */
-	size_t batch_cap;
-	struct worker *next; /* e->workers, under e->reg_mu */
-	bool finished;       /* one_shot: the thread returned (under e->reg_mu) */
+	CM_VEC(struct post) batch; /* drain scratch (its thread only) */
+	struct worker *next;       /* e->workers, under e->reg_mu */
+	bool finished;             /* one_shot: the thread returned (under e->reg_mu) */
 };
 
 struct eng {

@@ -62,6 +62,13 @@ static inline void *cm_vec_grow_(void *items, size_t *cap, size_t need, size_t e
  * memory. */
 #define cm_vec_push(v) (cm_vec_reserve((v), (v)->n + 1) ? &(v)->items[(v)->n++] : NULL)
 
+/* Appends k elements copied from src; false (v unchanged) when out of
+ * memory. */
+#define cm_vec_append(v, src, k)                                                                   \
+	(cm_vec_reserve((v), (v)->n + (k))                                                         \
+	     ? (memcpy((v)->items + (v)->n, (src), (k) * sizeof *(v)->items), (v)->n += (k), true) \
+	     : false)
+
 /* For a table of pointers in which NULL marks a free slot (handle tables):
  * claims the first free slot at or after `from`, appending one (NULL) when
  * none is free, as long as its index stays below `max`. Evaluates to the
