@@ -83,4 +83,13 @@ static inline struct cm_list *cm_list_last(const struct cm_list *head)
 	     cur != (head) && ((it) = cm_container_of(cur, type, member), 1);                      \
 	     cur = nxt, nxt = cur->next)
 
+/* The same, back to front. */
+#define cm_list_for_each_reverse(it, head, type, member)                                           \
+	cm_list_for_each_reverse_(it, head, type, member, CM_LIST_CAT_(cm_node_, __LINE__),        \
+	                          CM_LIST_CAT_(cm_prev_, __LINE__))
+#define cm_list_for_each_reverse_(it, head, type, member, cur, prv)                                \
+	for (struct cm_list *cur = (head)->prev, *prv = cur->prev;                                 \
+	     cur != (head) && ((it) = cm_container_of(cur, type, member), 1);                      \
+	     cur = prv, prv = cur->prev)
+
 #endif

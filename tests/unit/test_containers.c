@@ -171,6 +171,16 @@ START_TEST(list_remove_while_iterating)
 		}
 	}
 	ck_assert_int_eq(pairs, 9);
+	/* Back to front, removing as it goes. */
+	int want = 5;
+	cm_list_for_each_reverse(p, &l, struct item, a)
+	{
+		ck_assert_int_eq(p->v, want);
+		want -= 2;
+		cm_list_remove(&p->a);
+	}
+	ck_assert_int_eq(want, -1);
+	ck_assert(cm_list_empty(&l));
 }
 END_TEST
 
