@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "mpi_internal.h"
+#include "vec.h"
 
 /* ---- groups ---- */
 
@@ -108,8 +109,7 @@ static struct cm_mpi_comm comm_self = {
 
 /* Handle index -> communicator; NULL for a free slot. Slots 0 and 1 are
  * the predefined ones; freed slots are reused. */
-static struct cm_mpi_comm **comm_table;
-static unsigned ncomms, comms_cap;
+static CM_VEC(struct cm_mpi_comm *) comm_table;
 static uint32_t next_ctx_pair = CM_CTX_PAIR_FIRST_FREE;
 
 /* A group of the given world ranks (n of them from first, or the single
@@ -140,16 +140,14 @@ void cm_mpi_comm_init(int world_rank, int world_size)
 	comm_world.group = predefined_group(world_size, 0);
 	comm_self.group = predefined_group(1, world_rank);
 	comm_self.world_of = comm_self.group->world_of;
-	free(comm_table);
-	comms_cap = 16;
-	comm_table = calloc(comms_cap, sizeof *comm_table);
-	if (!comm_table) {
+	cm_vec_free(&comm_table);
+	if (!cm_vec_reserve(&comm_table, 2)) {
 		cm_mpi_raise(NULL, MPI_ERR_NO_MEM, "MPI_Init");
 		cm_mpi_exit(1);
 	}
-	comm_table[CM_HANDLE_INDEX(MPI_COMM_WORLD)] = &comm_world;
-	comm_table[CM_HANDLE_INDEX(MPI_COMM_SELF)] = &comm_self;
-	ncomms = 2;
+	comm_table.items[CM_HANDLE_INDEX(MPI_COMM_WORLD)] = &comm_world;
+	comm_table.items[CM_HANDLE_INDEX(MPI_COMM_SELF)] = &comm_self;
+	comm_table.n = 2;
 	next_ctx_pair = CM_CTX_PAIR_FIRST_FREE;
 }
 
@@ -163,9 +161,9 @@ struct cm_mpi_comm *cm_mpi_comm_get(MPI_Comm comm)
 	if (CM_HANDLE_KIND(comm) != CM_KIND_COMM)
 		return NULL;
 	unsigned index = CM_HANDLE_INDEX(comm);
-	if (index >= ncomms)
+	if (index >= comm_table.n)
 		return NULL;
-	return comm_table[index];
+	return comm_table.items[index];
 }
 
 int cm_mpi_comm_rank_of(const struct cm_mpi_comm *c, int world_rank)
@@ -180,20 +178,10 @@ int cm_mpi_comm_rank_of(const struct cm_mpi_comm *c, int world_rank)
 struct cm_mpi_comm *cm_mpi_comm_new(struct cm_mpi_group *g, int rank, uint32_t ctx_pair,
                                     MPI_Errhandler errhandler)
 {
-	unsigned slot = 0;
-	while (slot < ncomms && comm_table[slot])
-		slot++;
-	if (slot == comms_cap) {
-		unsigned cap = comms_cap * 2;
-		struct cm_mpi_comm **grown;
-		if (cap > CM_HANDLE_INDEX_MAX ||
-		    !(grown = realloc(comm_table, cap * sizeof *grown))) {
-			cm_mpi_group_unref(g);
-			return NULL;
-		}
-		memset(grown + comms_cap, 0, (cap - comms_cap) * sizeof *grown);
-		comm_table = grown;
-		comms_cap = cap;
+	size_t slot = cm_vec_claim_slot(&comm_table, 0, CM_HANDLE_INDEX_MAX);
+	if (slot == SIZE_MAX) {
+		cm_mpi_group_unref(g);
+		return NULL;
 	}
 	struct cm_mpi_comm *c = calloc(1, sizeof *c);
 	if (!c) {
@@ -209,9 +197,7 @@ struct cm_mpi_comm *cm_mpi_comm_new(struct cm_mpi_group *g, int rank, uint32_t c
 	c->ctx_coll = 2 * ctx_pair + 1;
 	c->errhandler = errhandler;
 	c->refs = 1;
-	comm_table[slot] = c;
-	if (slot == ncomms)
-		ncomms++;
+	comm_table.items[slot] = c;
 	return c;
 }
 
@@ -231,7 +217,7 @@ void cm_mpi_comm_unref(struct cm_mpi_comm *c)
 
 void cm_mpi_comm_drop_handle(struct cm_mpi_comm *c)
 {
-	comm_table[CM_HANDLE_INDEX(c->handle)] = NULL;
+	comm_table.items[CM_HANDLE_INDEX(c->handle)] = NULL;
 	cm_mpi_comm_unref(c);
 }
 
@@ -278,15 +264,14 @@ int MPI_Comm_size(MPI_Comm comm, int *size)
  * keys (0x644000xx). */
 #define KEYVAL_SLOTS_MAX 0x3fffffu
 
-static struct cm_mpi_keyval **keyvals;
-static unsigned nkeyvals, keyvals_cap;
+static CM_VEC(struct cm_mpi_keyval *) keyvals;
 
 static int keyval_slot(int keyval)
 {
 	if (CM_HANDLE_KIND(keyval) != CM_KIND_KEYVAL)
 		return -1;
 	unsigned index = CM_HANDLE_INDEX(keyval);
-	if (index == 0 || index - 1 >= nkeyvals)
+	if (index == 0 || index - 1 >= keyvals.n)
 		return -1;
 	return (int)(index - 1);
 }
@@ -294,27 +279,17 @@ static int keyval_slot(int keyval)
 struct cm_mpi_keyval *cm_mpi_keyval_get(int keyval)
 {
 	int slot = keyval_slot(keyval);
-	return slot < 0 ? NULL : keyvals[slot];
+	return slot < 0 ? NULL : keyvals.items[slot];
 }
 
 int cm_mpi_keyval_register(struct cm_mpi_keyval *kv, int *keyval)
 {
-	unsigned slot = 0;
-	while (slot < nkeyvals && keyvals[slot])
-		slot++;
-	if (slot == keyvals_cap) {
-		unsigned cap = keyvals_cap ? keyvals_cap * 2 : 16;
-		struct cm_mpi_keyval **grown;
-		if (cap > KEYVAL_SLOTS_MAX || !(grown = realloc(keyvals, cap * sizeof *grown))) {
-			free(kv);
-			return MPI_ERR_NO_MEM;
-		}
-		keyvals = grown;
-		keyvals_cap = cap;
+	size_t slot = cm_vec_claim_slot(&keyvals, 0, KEYVAL_SLOTS_MAX);
+	if (slot == SIZE_MAX) {
+		free(kv);
+		return MPI_ERR_NO_MEM;
 	}
-	if (slot == nkeyvals)
-		nkeyvals++;
-	keyvals[slot] = kv;
+	keyvals.items[slot] = kv;
 	*keyval = (int)(CM_KIND_KEYVAL | (slot + 1));
 	return MPI_SUCCESS;
 }
@@ -322,10 +297,10 @@ int cm_mpi_keyval_register(struct cm_mpi_keyval *kv, int *keyval)
 void cm_mpi_keyval_drop_handle(int keyval)
 {
 	int slot = keyval_slot(keyval);
-	if (slot < 0 || !keyvals[slot])
+	if (slot < 0 || !keyvals.items[slot])
 		return;
-	struct cm_mpi_keyval *kv = keyvals[slot];
-	keyvals[slot] = NULL;
+	struct cm_mpi_keyval *kv = keyvals.items[slot];
+	keyvals.items[slot] = NULL;
 	cm_mpi_keyval_unref(kv);
 }
 

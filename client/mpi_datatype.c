@@ -16,6 +16,7 @@
 #include <wchar.h>
 
 #include "mpi_internal.h"
+#include "vec.h"
 
 #define INDEX_OF(h) CM_HANDLE_INDEX(h)
 
@@ -133,8 +134,7 @@ static const struct cm_mpi_datatype predefined[NUM_PREDEFINED] = {
  * reused (its old handle then names the new type, as in other MPIs). */
 #define CM_DERIVED_BASE 0x100u
 
-static struct cm_mpi_datatype **derived;
-static unsigned nderived, derived_cap;
+static CM_VEC(struct cm_mpi_datatype *) derived;
 
 const struct cm_mpi_datatype *cm_mpi_type_get(MPI_Datatype type)
 {
@@ -143,36 +143,24 @@ const struct cm_mpi_datatype *cm_mpi_type_get(MPI_Datatype type)
 	unsigned index = CM_HANDLE_INDEX(type);
 	if (index < NUM_PREDEFINED)
 		return predefined[index].size == 0 ? NULL : &predefined[index];
-	if (index < CM_DERIVED_BASE || index - CM_DERIVED_BASE >= nderived)
+	if (index < CM_DERIVED_BASE || index - CM_DERIVED_BASE >= derived.n)
 		return NULL;
-	return derived[index - CM_DERIVED_BASE];
+	return derived.items[index - CM_DERIVED_BASE];
 }
 
 int cm_mpi_type_register(struct cm_mpi_datatype *type)
 {
-	unsigned slot = 0;
-	while (slot < nderived && derived[slot])
-		slot++;
-	if (slot == nderived) {
-		if (nderived == derived_cap) {
-			unsigned cap = derived_cap ? derived_cap * 2 : 32;
-			struct cm_mpi_datatype **grown;
-			if (cap > CM_HANDLE_INDEX_MAX - CM_DERIVED_BASE ||
-			    !(grown = realloc(derived, cap * sizeof *grown))) {
-				free((void *)type->blocks);
-				cm_mpi_contents_free(type->contents);
-				free(type);
-				return MPI_ERR_NO_MEM;
-			}
-			derived = grown;
-			derived_cap = cap;
-		}
-		nderived++;
+	size_t slot = cm_vec_claim_slot(&derived, 0, CM_HANDLE_INDEX_MAX - CM_DERIVED_BASE);
+	if (slot == SIZE_MAX) {
+		free((void *)type->blocks);
+		cm_mpi_contents_free(type->contents);
+		free(type);
+		return MPI_ERR_NO_MEM;
 	}
 	type->handle = (MPI_Datatype)(CM_KIND_DATATYPE | (CM_DERIVED_BASE + slot));
 	type->derived = 1;
 	type->refs = 1;
-	derived[slot] = type;
+	derived.items[slot] = type;
 	return MPI_SUCCESS;
 }
 
@@ -478,7 +466,7 @@ int MPI_Type_free(MPI_Datatype *datatype)
 	const struct cm_mpi_datatype *t = datatype ? cm_mpi_type_get(*datatype) : NULL;
 	if (!t || !t->derived)
 		return cm_mpi_raise(NULL, MPI_ERR_TYPE, "MPI_Type_free");
-	derived[CM_HANDLE_INDEX(t->handle) - CM_DERIVED_BASE] = NULL;
+	derived.items[CM_HANDLE_INDEX(t->handle) - CM_DERIVED_BASE] = NULL;
 	cm_mpi_type_unref(t);
 	*datatype = MPI_DATATYPE_NULL;
 	return MPI_SUCCESS;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "mpi_internal.h"
+#include "vec.h"
 
 static int no_ranks[1];
 static struct cm_mpi_group empty_group = {
@@ -12,8 +13,7 @@ static struct cm_mpi_group empty_group = {
 
 /* Handle index -> group; index 0 is MPI_GROUP_EMPTY. Freed slots are
  * reused. */
-static struct cm_mpi_group **group_table;
-static unsigned ngroups = 1, groups_cap;
+static CM_VEC(struct cm_mpi_group *) group_table;
 
 struct cm_mpi_group *cm_mpi_group_get(MPI_Group group)
 {
@@ -22,9 +22,9 @@ struct cm_mpi_group *cm_mpi_group_get(MPI_Group group)
 	if (CM_HANDLE_KIND(group) != CM_KIND_GROUP)
 		return NULL;
 	unsigned index = CM_HANDLE_INDEX(group);
-	if (index >= ngroups)
+	if (index >= group_table.n)
 		return NULL;
-	return group_table[index];
+	return group_table.items[index];
 }
 
 /* A handle for g, whose reference it takes over (an empty group is
@@ -36,24 +36,12 @@ static int group_handle(struct cm_mpi_group *g, MPI_Group *out)
 		*out = MPI_GROUP_EMPTY;
 		return MPI_SUCCESS;
 	}
-	unsigned slot = 1;
-	while (slot < ngroups && group_table[slot])
-		slot++;
-	if (slot >= groups_cap) {
-		unsigned cap = groups_cap ? groups_cap * 2 : 16;
-		struct cm_mpi_group **grown;
-		if (cap > CM_HANDLE_INDEX_MAX ||
-		    !(grown = realloc(group_table, cap * sizeof *grown))) {
-			cm_mpi_group_unref(g);
-			return MPI_ERR_NO_MEM;
-		}
-		memset(grown + groups_cap, 0, (cap - groups_cap) * sizeof *grown);
-		group_table = grown;
-		groups_cap = cap;
+	size_t slot = cm_vec_claim_slot(&group_table, 1, CM_HANDLE_INDEX_MAX);
+	if (slot == SIZE_MAX) {
+		cm_mpi_group_unref(g);
+		return MPI_ERR_NO_MEM;
 	}
-	group_table[slot] = g;
-	if (slot == ngroups)
-		ngroups++;
+	group_table.items[slot] = g;
 	*out = (MPI_Group)(CM_KIND_GROUP | slot);
 	return MPI_SUCCESS;
 }
@@ -316,7 +304,7 @@ int MPI_Group_free(MPI_Group *group)
 	if (!g)
 		return cm_mpi_raise(NULL, MPI_ERR_GROUP, "MPI_Group_free");
 	if (g != &empty_group) {
-		group_table[CM_HANDLE_INDEX(*group)] = NULL;
+		group_table.items[CM_HANDLE_INDEX(*group)] = NULL;
 		cm_mpi_group_unref(g);
 	}
 	*group = MPI_GROUP_NULL;

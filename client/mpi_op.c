@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #include "mpi_coll_internal.h"
+#include "vec.h"
 
 enum op_index {
 	OP_NONE = 0,
@@ -277,8 +278,7 @@ static const struct cm_mpi_op predefined_ops[NUM_PREDEFINED_OPS] = {
 /* User ops: handle index FIRST_USER_OP + slot. Objects are allocated one by
  * one so a pointer stays valid when the table grows. */
 #define FIRST_USER_OP 64u
-static struct cm_mpi_op **user_ops;
-static unsigned num_user_ops;
+static CM_VEC(struct cm_mpi_op *) user_ops;
 
 const struct cm_mpi_op *cm_mpi_op_get(MPI_Op op)
 {
@@ -287,9 +287,9 @@ const struct cm_mpi_op *cm_mpi_op_get(MPI_Op op)
 	unsigned index = CM_HANDLE_INDEX(op);
 	if (index > OP_NONE && index < NUM_PREDEFINED_OPS)
 		return &predefined_ops[index];
-	if (index < FIRST_USER_OP || index - FIRST_USER_OP >= num_user_ops)
+	if (index < FIRST_USER_OP || index - FIRST_USER_OP >= user_ops.n)
 		return NULL;
-	struct cm_mpi_op *o = user_ops[index - FIRST_USER_OP];
+	struct cm_mpi_op *o = user_ops.items[index - FIRST_USER_OP];
 	return o && o->live ? o : NULL;
 }
 
@@ -338,27 +338,20 @@ int MPI_Op_create(MPI_User_function *user_fn, int commute, MPI_Op *op)
 	CM_MPI_REQUIRE_INIT("MPI_Op_create");
 	if (!user_fn || !op)
 		return cm_mpi_raise(NULL, MPI_ERR_ARG, "MPI_Op_create");
-	unsigned slot = 0;
-	while (slot < num_user_ops && user_ops[slot] && user_ops[slot]->live)
+	/* A freed op's object is kept (live = 0) and reused. */
+	size_t slot = 0;
+	while (slot < user_ops.n && user_ops.items[slot]->live)
 		slot++;
-	if (slot == num_user_ops) {
-		if (FIRST_USER_OP + num_user_ops > CM_HANDLE_INDEX_MAX)
+	if (slot == user_ops.n) {
+		struct cm_mpi_op **p;
+		if (FIRST_USER_OP + slot > CM_HANDLE_INDEX_MAX || !(p = cm_vec_push(&user_ops)))
 			return cm_mpi_raise(NULL, MPI_ERR_NO_MEM, "MPI_Op_create");
-		unsigned cap = num_user_ops ? num_user_ops * 2 : 16;
-		struct cm_mpi_op **grown = realloc(user_ops, cap * sizeof *grown);
-		if (!grown)
+		if (!(*p = calloc(1, sizeof **p))) {
+			user_ops.n--;
 			return cm_mpi_raise(NULL, MPI_ERR_NO_MEM, "MPI_Op_create");
-		for (unsigned i = num_user_ops; i < cap; i++)
-			grown[i] = NULL;
-		user_ops = grown;
-		num_user_ops = cap;
+		}
 	}
-	if (!user_ops[slot]) {
-		user_ops[slot] = calloc(1, sizeof *user_ops[slot]);
-		if (!user_ops[slot])
-			return cm_mpi_raise(NULL, MPI_ERR_NO_MEM, "MPI_Op_create");
-	}
-	struct cm_mpi_op *o = user_ops[slot];
+	struct cm_mpi_op *o = user_ops.items[slot];
 	o->handle = (MPI_Op)(CM_KIND_OP | (FIRST_USER_OP + slot));
 	o->live = 1;
 	o->commutative = commute != 0;
@@ -377,7 +370,7 @@ int MPI_Op_free(MPI_Op *op)
 	if (!o || o->predefined != OP_NONE)
 		return cm_mpi_raise(NULL, MPI_ERR_OP, "MPI_Op_free");
 	/* Collectives are blocking: no operation can still be using it. */
-	user_ops[CM_HANDLE_INDEX(*op) - FIRST_USER_OP]->live = 0;
+	user_ops.items[CM_HANDLE_INDEX(*op) - FIRST_USER_OP]->live = 0;
 	*op = MPI_OP_NULL;
 	return MPI_SUCCESS;
 }

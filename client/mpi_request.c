@@ -14,9 +14,9 @@
 #include "heartbeat.h"
 #include "mpi_coll_nb.h"
 #include "mpi_test.h"
+#include "vec.h"
 
-static struct cm_mpi_request **slots;
-static unsigned nslots, slots_cap;
+static CM_VEC(struct cm_mpi_request *) slots;
 static struct cm_mpi_request *free_list;     /* linked through next_detached */
 static struct cm_mpi_request *detached_list; /* Request_free'd while active */
 
@@ -26,21 +26,13 @@ struct cm_mpi_request *cm_mpi_req_alloc(struct cm_mpi_comm *c)
 	if (r) {
 		free_list = r->next_detached;
 	} else {
-		if (nslots > CM_HANDLE_INDEX_MAX)
+		if (slots.n > CM_HANDLE_INDEX_MAX || !cm_vec_reserve(&slots, slots.n + 1))
 			return NULL;
-		if (nslots == slots_cap) {
-			unsigned cap = slots_cap ? slots_cap * 2 : 64;
-			struct cm_mpi_request **grown = realloc(slots, cap * sizeof *slots);
-			if (!grown)
-				return NULL;
-			slots = grown;
-			slots_cap = cap;
-		}
 		r = calloc(1, sizeof *r);
 		if (!r)
 			return NULL;
-		r->handle = (MPI_Request)(CM_KIND_REQUEST | nslots);
-		slots[nslots++] = r;
+		r->handle = (MPI_Request)(CM_KIND_REQUEST | slots.n);
+		slots.items[slots.n++] = r;
 	}
 	MPI_Request handle = r->handle;
 	memset(r, 0, sizeof *r);
@@ -80,9 +72,9 @@ struct cm_mpi_request *cm_mpi_req_get(MPI_Request handle)
 	if (CM_HANDLE_KIND(handle) != CM_KIND_REQUEST)
 		return NULL;
 	unsigned index = CM_HANDLE_INDEX(handle);
-	if (index >= nslots)
+	if (index >= slots.n)
 		return NULL;
-	struct cm_mpi_request *r = slots[index];
+	struct cm_mpi_request *r = slots.items[index];
 	if (r->state == CM_RQ_FREE || r->detached)
 		return NULL;
 	return r;
@@ -210,13 +202,11 @@ int cm_mpi_progress(int timeout_ms)
 
 void cm_mpi_req_shutdown(void)
 {
-	for (unsigned i = 0; i < nslots; i++) {
-		free(slots[i]->bounce);
-		free(slots[i]);
+	for (size_t i = 0; i < slots.n; i++) {
+		free(slots.items[i]->bounce);
+		free(slots.items[i]);
 	}
-	free(slots);
-	slots = NULL;
-	nslots = slots_cap = 0;
+	cm_vec_free(&slots);
 	free_list = detached_list = NULL;
 }
 

@@ -178,7 +178,7 @@ static int on_frame(struct cm_conn *c, const struct cm_header *h, const struct c
 	}
 	if (h->type == CM_T_EVENT) {
 		/* From our master; a new master re-sends its whole log. */
-		if (h->clock == s->nevents &&
+		if (h->clock == s->events.n &&
 		    repl_add_event(s, (uint32_t)h->tag, s->event_in, h->len) < 0)
 			return cm_conn_fail(c, "out of memory for events");
 		return 0;
@@ -332,7 +332,7 @@ static void repl_free(struct repl *s)
 	free(s->batch_saved);
 	free(s->batch_conns);
 	free(s->nextseq);
-	free(s->events);
+	cm_vec_free(&s->events);
 	free(s->choices);
 	free(s->vote_seq);
 	free(s->vote_val);

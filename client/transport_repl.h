@@ -12,6 +12,7 @@
 #include "transport.h"
 #include "transport_common.h"
 #include "transport_match.h"
+#include "vec.h"
 
 /* A message id on the wire: destination rank and the pair's sequence. */
 #define REPL_SEQ_BITS 40
@@ -124,9 +125,8 @@ struct repl {
 
 	/* Nondeterministic outcomes (MPI_Wtime): the master decides each
 	 * and sends it to its replicas, which use its value, in order. */
-	struct repl_event *events; /* [nevents], decided or received */
-	size_t nevents, events_cap;
-	size_t events_used; /* consumed by this replica's program */
+	CM_VEC(struct repl_event) events; /* decided or received */
+	size_t events_used;               /* consumed by this replica's program */
 	uint8_t event_in[CM_EVENT_PAYLOAD_MAX];
 };
 

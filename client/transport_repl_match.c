@@ -383,8 +383,8 @@ int repl_cancel(struct cm_transport *t, struct cm_req *req, int *cancelled)
 	uint64_t seq = s->ncancels++;
 	int voted_to = -1, rc = 0, decision = -1;
 	while (decision < 0 && rc == 0) {
-		if (s->events_used < s->nevents) {
-			const struct repl_event *e = &s->events[s->events_used++];
+		if (s->events_used < s->events.n) {
+			const struct repl_event *e = &s->events.items[s->events_used++];
 			if (e->kind != REPL_EV_CANCEL || e->len != 1) {
 				cm_err(
 				    "rank %d replica %d: event %zu is of kind %u where the program "
@@ -403,7 +403,7 @@ int repl_cancel(struct cm_transport *t, struct cm_req *req, int *cancelled)
 					break;
 				}
 				s->events_used++;
-				repl_send_event(s, s->nevents - 1);
+				repl_send_event(s, s->events.n - 1);
 				decision = d;
 			}
 		} else if (voted_to != repl_master_of(s, s->rank)) {

@@ -339,15 +339,9 @@ void repl_settle_conn(struct repl *s, struct cm_conn *c)
 
 int repl_add_event(struct repl *s, uint32_t kind, const void *value, size_t len)
 {
-	if (s->nevents == s->events_cap) {
-		size_t cap = s->events_cap ? s->events_cap * 2 : 64;
-		struct repl_event *v = realloc(s->events, cap * sizeof *v);
-		if (v == NULL)
-			return -1;
-		s->events = v;
-		s->events_cap = cap;
-	}
-	struct repl_event *e = &s->events[s->nevents++];
+	struct repl_event *e = cm_vec_push(&s->events);
+	if (e == NULL)
+		return -1;
 	memset(e, 0, sizeof *e);
 	e->kind = kind;
 	e->len = (uint32_t)(len < CM_EVENT_PAYLOAD_MAX ? len : CM_EVENT_PAYLOAD_MAX);
@@ -359,7 +353,7 @@ int repl_add_event(struct repl *s, uint32_t kind, const void *value, size_t len)
  * master, the lowest survivor, has every event any other one has). */
 void repl_send_event(struct repl *s, size_t i)
 {
-	const struct repl_event *e = &s->events[i];
+	const struct repl_event *e = &s->events.items[i];
 	for (int k = 0; k < s->nrep; k++) {
 		int p = s->rank * s->nrep + k;
 		if (k == s->replica || s->dead[p] || s->finished[p])
@@ -401,7 +395,7 @@ void repl_send_choice(struct repl *s, size_t i)
  * oldest first; then our receives still waiting for a choice are ours. */
 static int promote(struct repl *s)
 {
-	for (size_t i = 0; i < s->nevents; i++)
+	for (size_t i = 0; i < s->events.n; i++)
 		repl_send_event(s, i);
 	for (size_t i = 0; i < s->nchoices; i++)
 		repl_send_choice(s, i);
@@ -527,8 +521,8 @@ int repl_isend(struct cm_transport *t, struct cm_req *req)
 int repl_event_peek(struct cm_transport *t, uint32_t *kind)
 {
 	struct repl *s = t->state;
-	if (s->events_used < s->nevents) {
-		*kind = s->events[s->events_used].kind;
+	if (s->events_used < s->events.n) {
+		*kind = s->events.items[s->events_used].kind;
 		return 1;
 	}
 	return repl_is_master(s) ? 0 : -1;
@@ -540,11 +534,11 @@ int repl_event(struct cm_transport *t, uint32_t kind, void *value, size_t len, i
 	*replayed = 0;
 	if (len < 1 || len > CM_EVENT_PAYLOAD_MAX)
 		return -1;
-	while (s->events_used == s->nevents && !repl_is_master(s))
+	while (s->events_used == s->events.n && !repl_is_master(s))
 		if (t->progress(t, -1) < 0)
 			return -1;
-	if (s->events_used < s->nevents) {
-		const struct repl_event *e = &s->events[s->events_used++];
+	if (s->events_used < s->events.n) {
+		const struct repl_event *e = &s->events.items[s->events_used++];
 		if (e->kind != kind || e->len != len) {
 			cm_err("rank %d replica %d: event %zu is of kind %u, the program asks for "
 			       "kind %u: the replicas diverged",
@@ -560,6 +554,6 @@ int repl_event(struct cm_transport *t, uint32_t kind, void *value, size_t len, i
 		return -1;
 	}
 	s->events_used++;
-	repl_send_event(s, s->nevents - 1);
+	repl_send_event(s, s->events.n - 1);
 	return 0;
 }

@@ -282,27 +282,22 @@ static void handle_event(struct cm_session *s, const struct cm_frame *f)
 {
 	struct cm_core *core = s->core;
 	struct cm_dest *d = &core->dests[s->rank];
-	if (f->h.clock < d->nevents) {
+	uint64_t nevents = dest_nevents(d);
+	if (f->h.clock < nevents) {
 		CM_STAT_ADD(core, events_duplicate, 1);
 		return;
 	}
-	if (f->h.clock > d->nevents) {
+	if (f->h.clock > nevents) {
 		cm_session_fail(s, CM_E_STATE, "EVENT %llu of rank %d: the log holds %llu events",
 		                (unsigned long long)f->h.clock, (int)s->rank,
-		                (unsigned long long)d->nevents);
+		                (unsigned long long)nevents);
 		return;
 	}
-	if (d->nevents - d->events_base == d->events_cap) {
-		uint64_t cap = d->events_cap ? d->events_cap * 2 : 64;
-		struct cm_event *ev = realloc(d->events, cap * sizeof *ev);
-		if (ev == NULL) {
-			cm_session_fail(s, CM_E_LENGTH, "out of memory logging an event");
-			return;
-		}
-		d->events = ev;
-		d->events_cap = cap;
+	struct cm_event *ev = cm_vec_push(&d->events);
+	if (ev == NULL) {
+		cm_session_fail(s, CM_E_LENGTH, "out of memory logging an event");
+		return;
 	}
-	struct cm_event *ev = &d->events[d->nevents++ - d->events_base];
 	ev->kind = (uint32_t)f->h.tag;
 	ev->len = (uint8_t)f->h.len;
 	memcpy(ev->value, f->event, f->h.len);
@@ -316,22 +311,23 @@ static void handle_event_ack(struct cm_session *s, const struct cm_frame *f)
 {
 	struct cm_core *core = s->core;
 	struct cm_dest *d = &core->dests[s->rank];
+	uint64_t nevents = dest_nevents(d);
 	if (f->h.flags & CM_F_REPLAY) {
 		/* clock: the first event the rank wants (a checkpoint image
 		 * consumed those before it). */
 		uint64_t from = f->h.clock;
-		if (from < d->events_base || from > d->nevents) {
+		if (from < d->events_base || from > nevents) {
 			cm_session_fail(
 			    s, CM_E_STATE, "events from %llu asked; the log holds %llu to %llu",
 			    (unsigned long long)from, (unsigned long long)d->events_base,
-			    (unsigned long long)d->nevents);
+			    (unsigned long long)nevents);
 			return;
 		}
-		if (d->nevents > from)
+		if (nevents > from)
 			cm_info("rank %d: replaying %llu events to incarnation %u", (int)s->rank,
-			        (unsigned long long)(d->nevents - from), (unsigned)s->incarnation);
-		for (uint64_t i = from; i < d->nevents; i++) {
-			const struct cm_event *ev = &d->events[i - d->events_base];
+			        (unsigned long long)(nevents - from), (unsigned)s->incarnation);
+		for (uint64_t i = from; i < nevents; i++) {
+			const struct cm_event *ev = cm_vec_at(&d->events, i - d->events_base);
 			struct cm_header h = {.type = CM_T_EVENT,
 			                      .src = s->rank,
 			                      .dst = s->rank,
@@ -347,10 +343,10 @@ static void handle_event_ack(struct cm_session *s, const struct cm_frame *f)
 			it.ref = NULL;
 			cm_core_emit(s, &it);
 		}
-		CM_STAT_ADD(core, events_replayed, d->nevents - from);
+		CM_STAT_ADD(core, events_replayed, nevents - from);
 	}
 	struct cm_header ack = {
-	    .type = CM_T_EVENT_ACK, .src = s->rank, .dst = s->rank, .clock = d->nevents};
+	    .type = CM_T_EVENT_ACK, .src = s->rank, .dst = s->rank, .clock = nevents};
 	cm_core_emit_header(s, &ack);
 }
 

@@ -4,7 +4,9 @@
 #define CHANMEM_CORE_IMPL_H
 
 #include "core.h"
+#include "list.h"
 #include "logmem.h"
+#include "vec.h"
 
 #include <stdbool.h>
 
@@ -74,8 +76,8 @@ static inline bool cm_buf_partial(const struct cm_buf *b)
 struct cm_bucket;
 
 struct cm_entry {
-	struct cm_entry *log_next; /* arrival order, delivered or not */
-	struct cm_entry *idx_prev[CM_NIDX], *idx_next[CM_NIDX];
+	struct cm_entry *log_next;             /* arrival order, delivered or not */
+	struct cm_list idx[CM_NIDX];           /* in idx_bucket[k]->msgs */
 	struct cm_bucket *idx_bucket[CM_NIDX]; /* set while undelivered and indexed */
 	struct cm_buf *payload;                /* NULL for a zero-length message */
 	struct cm_session *sync_sess; /* CM_F_SYNC: where SYNC_ACK goes (holds a reference) */
@@ -99,8 +101,8 @@ enum cm_wait_kind { CM_WAIT_RECV = 1, CM_WAIT_PROBE = 2 };
 
 /* A pending receive request or blocking probe. */
 struct cm_wait {
-	struct cm_wait *prev, *next;         /* in its bucket (requests or probes) */
-	struct cm_wait *all_prev, *all_next; /* every wait of the destination */
+	struct cm_list link; /* in its bucket's reqs or probes */
+	struct cm_list all;  /* in the destination's waits */
 	struct cm_bucket *bucket;
 	struct cm_session *sess;
 	uint64_t seq; /* post order */
@@ -114,10 +116,10 @@ struct cm_bucket {
 	struct cm_bucket *hnext;
 	int32_t src, tag; /* either may be CM_ANY_* */
 	uint32_t ctx;
-	int slot; /* CM_IDX_* that the key's shape selects */
-	struct cm_entry *msg_head, *msg_tail;
-	struct cm_wait *req_head, *req_tail;
-	struct cm_wait *probe_head, *probe_tail;
+	int slot;              /* CM_IDX_* that the key's shape selects */
+	struct cm_list msgs;   /* undelivered entries, through their idx[slot] */
+	struct cm_list reqs;   /* receive requests, in post order */
+	struct cm_list probes; /* blocking probes, in post order */
 };
 
 /* What the rank was told for one request id (receive request or probe): the
@@ -159,11 +161,11 @@ struct cm_event {
 struct cm_dest {
 	struct cm_entry *log_head, *log_tail;
 	/* The rank's event log, in event order, kept across incarnations
-	 * (DEST domain): events[i] is event events_base + i; nevents counts
-	 * every event ever logged (those a committed checkpoint consumed are
-	 * dropped: events_base). */
-	struct cm_event *events;
-	uint64_t nevents, events_cap, events_base;
+	 * (DEST domain): events.items[i] is event events_base + i, so
+	 * events_base + events.n counts every event ever logged (those a
+	 * committed checkpoint consumed are dropped: events_base). */
+	CM_VEC(struct cm_event) events;
+	uint64_t events_base;
 	/* Delivery record indexed by request id (DEST domain): recs[i] is
 	 * request recs_base + i (those below, a committed checkpoint covers). */
 	struct cm_rec *recs;
@@ -175,10 +177,16 @@ struct cm_dest {
 	struct cm_bucket **table;
 	size_t table_size; /* power of two */
 	size_t buckets;
-	struct cm_wait *waits_head, *waits_tail;
+	struct cm_list waits; /* every cm_wait, through its `all` */
 	uint64_t next_wait_seq;
 	uint64_t nreqs, nprobes;
 };
+
+/* Events ever logged for the destination, those collected included. */
+static inline uint64_t dest_nevents(const struct cm_dest *d)
+{
+	return d->events_base + d->events.n;
+}
 
 /* ---- output queue ---- */
 

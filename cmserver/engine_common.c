@@ -54,10 +54,11 @@ static unsigned drop_unauthenticated(struct eng *e, double before, unsigned max)
 {
 	unsigned n = 0;
 	pthread_mutex_lock(&e->reg_mu);
-	struct conn *c = e->reg;
-	while (c && c->reg_next)
-		c = c->reg_next;
-	for (; c && n < max; c = c->reg_prev) {
+	struct conn *c;
+	cm_list_for_each_reverse(c, &e->reg, struct conn, reg_link)
+	{
+		if (n == max)
+			break;
 		if (c->dropped || cm_session_authenticated(c->s) ||
 		    (before != 0 && c->accepted > before))
 			continue;
@@ -139,10 +140,7 @@ static void on_accept(struct ev_loop *loop, ev_io *aw, int revents)
 		c->rw.data = c->ww.data = c->linger.data = c->hold.data = c;
 		__atomic_add_fetch(&rd->load, 1, __ATOMIC_RELAXED);
 		pthread_mutex_lock(&e->reg_mu);
-		c->reg_next = e->reg;
-		if (e->reg)
-			e->reg->reg_prev = c;
-		e->reg = c;
+		cm_list_push_front(&e->reg, &c->reg_link);
 		pthread_mutex_unlock(&e->reg_mu);
 		pthread_mutex_lock(&rd->mu);
 		c->new_next = rd->new_head;
@@ -179,9 +177,9 @@ static void shutdown_all(struct eng *e)
 	/* Every worker stops and is joined; then, single-threaded, every
 	 * connection still open is closed. */
 	eng_stop_workers(e);
-	while (e->reg) {
-		struct conn *c = e->reg;
-		e->reg = c->reg_next;
+	while (!cm_list_empty(&e->reg)) {
+		struct conn *c = cm_list_entry(cm_list_first(&e->reg), struct conn, reg_link);
+		cm_list_remove(&c->reg_link);
 		if (c->fd != c->wfd)
 			close(c->fd);
 		close(c->wfd);
@@ -204,6 +202,7 @@ int cm_engine_threaded(const struct cm_server_opts *opts, const struct cm_listen
 	e->listeners = *ls;
 	eng_locks_init(&e->locks);
 	pthread_mutex_init(&e->reg_mu, NULL);
+	cm_list_init(&e->reg);
 	struct cm_core_config cfg = {.max_payload = opts->max_message,
 	                             .world_size = opts->world_size,
 	                             .log_mem = opts->log_mem / 8,

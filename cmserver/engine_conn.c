@@ -256,12 +256,7 @@ void eng_writer_close(struct conn *c)
 	/* Unlisted before the close: the accepting thread may shut down a
 	 * listed connection's socket, which must still be this one. */
 	pthread_mutex_lock(&e->reg_mu);
-	if (c->reg_prev)
-		c->reg_prev->reg_next = c->reg_next;
-	else
-		e->reg = c->reg_next;
-	if (c->reg_next)
-		c->reg_next->reg_prev = c->reg_prev;
+	cm_list_remove(&c->reg_link);
 	pthread_mutex_unlock(&e->reg_mu);
 	eng_out_lock(&e->locks, c->s);
 	c->wfd_closed = true;

@@ -10,6 +10,7 @@
 #include "core.h"
 #include "engine.h"
 #include "journal.h"
+#include "list.h"
 
 #include "log.h"
 #include "net.h"
@@ -34,10 +35,10 @@ struct conn {
 	int fd;
 	ev_io rw, ww;
 	ev_timer linger;
-	ev_timer hold;            /* retries a sender held back (cm_session_held) */
-	struct conn *prev, *next; /* every open connection */
-	struct conn *dirty_next;  /* connections with new output to flush */
-	ev_tstamp accepted;       /* for ENG_AUTH_DEADLINE */
+	ev_timer hold;           /* retries a sender held back (cm_session_held) */
+	struct cm_list link;     /* in m->conns */
+	struct conn *dirty_next; /* connections with new output to flush */
+	ev_tstamp accepted;      /* for ENG_AUTH_DEADLINE */
 	bool dirty, closed, shut_wr;
 };
 
@@ -50,7 +51,7 @@ struct mono {
 	ev_timer auth_sweep; /* drops connections past ENG_AUTH_DEADLINE */
 	struct eng_log_limit accept_log;
 	ev_signal sigterm, sigint;
-	struct conn *conns; /* newest first */
+	struct cm_list conns; /* every open connection, newest first */
 	struct conn *dirty;
 	unsigned nconns;
 };
@@ -78,12 +79,7 @@ static void conn_close(struct conn *c, const char *why)
 	ev_timer_stop(m->loop, &c->hold);
 	close(c->fd);
 	cm_session_closed(c->s);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		m->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	cm_list_remove(&c->link);
 	m->nconns--;
 	if (!c->dirty) /* else flush_dirty frees it */
 		conn_free(c);
@@ -221,10 +217,12 @@ static void on_linger(struct ev_loop *loop, ev_timer *w, int revents)
  * newest first), or NULL. */
 static struct conn *oldest_unauthenticated(struct mono *m)
 {
-	struct conn *found = NULL;
-	for (struct conn *c = m->conns; c; c = c->next)
+	struct conn *found = NULL, *c;
+	cm_list_for_each(c, &m->conns, struct conn, link)
+	{
 		if (!cm_session_authenticated(c->s))
 			found = c;
+	}
 	return found;
 }
 
@@ -285,10 +283,7 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 		ev_timer_init(&c->linger, on_linger, CLOSE_LINGER, 0.);
 		ev_timer_init(&c->hold, on_hold, CM_HOLD_RETRY, CM_HOLD_RETRY);
 		c->rw.data = c->ww.data = c->linger.data = c->hold.data = c;
-		c->next = m->conns;
-		if (m->conns)
-			m->conns->prev = c;
-		m->conns = c;
+		cm_list_push_front(&m->conns, &c->link);
 		m->nconns++;
 		ev_io_start(loop, &c->rw);
 		cm_debug("connection fd %d accepted (%u open)", fd, m->nconns);
@@ -306,8 +301,9 @@ static void on_auth_sweep(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct mono *m = w->data;
 	ev_tstamp now = ev_now(loop);
-	for (struct conn *c = m->conns, *next; c; c = next) {
-		next = c->next;
+	struct conn *c;
+	cm_list_for_each(c, &m->conns, struct conn, link)
+	{
 		if (!cm_session_authenticated(c->s) && now - c->accepted >= ENG_AUTH_DEADLINE)
 			conn_close(c, "no HELLO with the job secret in time");
 	}
@@ -323,6 +319,7 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 int cm_engine_mono(const struct cm_server_opts *opts, const struct cm_listeners *ls)
 {
 	struct mono m = {.nlisteners = ls->n};
+	cm_list_init(&m.conns);
 	struct cm_core_config cfg = {.max_payload = opts->max_message,
 	                             .world_size = opts->world_size,
 	                             .log_mem = opts->log_mem / 8,
@@ -392,8 +389,9 @@ int cm_engine_mono(const struct cm_server_opts *opts, const struct cm_listeners 
 	cm_core_log_summary(m.core);
 	if (opts->monitor) /* connections closed from here on are not failures */
 		cm_monitor_detach(opts->monitor);
-	while (m.conns)
-		conn_close(m.conns, "server shutting down");
+	while (!cm_list_empty(&m.conns))
+		conn_close(cm_list_entry(cm_list_first(&m.conns), struct conn, link),
+		           "server shutting down");
 	flush_dirty(&m);
 	for (unsigned k = 0; k < ls->n; k++)
 		ev_io_stop(m.loop, &m.accept_w[k]);

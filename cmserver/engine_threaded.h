@@ -6,6 +6,8 @@
 
 #include "engine_common.h"
 #include "engine_locks.h"
+#include "list.h"
+#include "vec.h"
 
 #include <ev.h>
 #include <pthread.h>
@@ -50,7 +52,7 @@ struct conn {
 	/* Mailbox links and flags: guarded by the mutex of the worker. */
 	struct conn *new_next, *rq_next, *wq_next;
 	unsigned rq_flags, wq_flags;
-	struct conn *reg_prev, *reg_next; /* e->reg, under e->reg_mu */
+	struct cm_list reg_link; /* in e->reg, under e->reg_mu */
 	/* Accepting thread only: when, for ENG_AUTH_DEADLINE; whether it was
 	 * shut down for lacking the secret (its reader then closes it). */
 	double accepted;
@@ -73,10 +75,9 @@ struct worker {
 	bool stop;          /* atomic */
 	pthread_mutex_t mu; /* the three mailboxes */
 	struct conn *new_head, *rq_head, *wq_head;
-	struct post *batch; /* drain scratch (its thread only) */
-	size_t batch_cap;
-	struct worker *next; /* e->workers, under e->reg_mu */
-	bool finished;       /* one_shot: the thread returned (under e->reg_mu) */
+	CM_VEC(struct post) batch; /* drain scratch (its thread only) */
+	struct worker *next;       /* e->workers, under e->reg_mu */
+	bool finished;             /* one_shot: the thread returned (under e->reg_mu) */
 };
 
 struct eng {
@@ -95,7 +96,7 @@ struct eng {
 	pthread_mutex_t reg_mu;
 	/* Connections whose socket is open, newest first: both descriptors
 	 * stay open while a connection is listed. */
-	struct conn *reg;
+	struct cm_list reg;
 	struct worker *workers; /* every worker not yet joined */
 };
 

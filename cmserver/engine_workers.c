@@ -43,40 +43,36 @@ void eng_worker_post(struct worker *w, struct conn *c, unsigned rflags, unsigned
 		ev_async_send(w->loop, &w->async);
 }
 
-static void batch_push(struct worker *w, size_t *n, struct conn *c, unsigned flags)
+static void batch_push(struct worker *w, struct conn *c, unsigned flags)
 {
-	if (*n == w->batch_cap) {
-		size_t cap = w->batch_cap ? 2 * w->batch_cap : 64;
-		struct post *b = realloc(w->batch, cap * sizeof *b);
-		if (b == NULL)
-			cm_die(1, "out of memory in a worker mailbox");
-		w->batch = b;
-		w->batch_cap = cap;
-	}
-	w->batch[(*n)++] = (struct post){c, flags};
+	struct post *p = cm_vec_push(&w->batch);
+	if (p == NULL)
+		cm_die(1, "out of memory in a worker mailbox");
+	*p = (struct post){c, flags};
 }
 
 /* The mailboxes in one go; new posts made while processing are taken by the
  * next round. */
 static bool worker_drain_once(struct worker *w)
 {
-	size_t n = 0;
 	struct conn *fresh;
+	w->batch.n = 0;
 	pthread_mutex_lock(&w->mu);
 	fresh = w->new_head;
 	w->new_head = NULL;
 	for (struct conn *c = w->rq_head; c; c = c->rq_next) {
-		batch_push(w, &n, c, c->rq_flags);
+		batch_push(w, c, c->rq_flags);
 		c->rq_flags = 0;
 	}
 	w->rq_head = NULL;
-	size_t nr = n; /* reader posts first, then writer posts */
+	size_t nr = w->batch.n; /* reader posts first, then writer posts */
 	for (struct conn *c = w->wq_head; c; c = c->wq_next) {
-		batch_push(w, &n, c, c->wq_flags);
+		batch_push(w, c, c->wq_flags);
 		c->wq_flags = 0;
 	}
 	w->wq_head = NULL;
 	pthread_mutex_unlock(&w->mu);
+	size_t n = w->batch.n;
 	bool any = fresh != NULL || n > 0;
 	while (fresh) {
 		struct conn *c = fresh;
@@ -85,8 +81,8 @@ static bool worker_drain_once(struct worker *w)
 		ev_io_start(w->loop, &c->rw);
 	}
 	for (size_t i = 0; i < n; i++) {
-		struct conn *c = w->batch[i].c;
-		unsigned f = w->batch[i].flags;
+		struct conn *c = w->batch.items[i].c;
+		unsigned f = w->batch.items[i].flags;
 		if (i < nr) {
 			if (f & R_FINAL) {
 				close(c->fd);
@@ -196,7 +192,7 @@ static void worker_free(struct worker *w)
 	ev_async_stop(w->loop, &w->async);
 	ev_loop_destroy(w->loop);
 	pthread_mutex_destroy(&w->mu);
-	free(w->batch);
+	cm_vec_free(&w->batch);
 	free(w);
 }
 

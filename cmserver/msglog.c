@@ -41,6 +41,7 @@ static size_t hash_key(int32_t src, int32_t tag, uint32_t ctx)
 bool cm_dest_init(struct cm_dest *d)
 {
 	memset(d, 0, sizeof *d);
+	cm_list_init(&d->waits);
 	d->table_size = 64;
 	d->table = calloc(d->table_size, sizeof *d->table);
 	return d->table != NULL;
@@ -57,12 +58,12 @@ void cm_dest_free(struct cm_dest *d)
 		cm_entry_free(e);
 		e = next;
 	}
-	struct cm_wait *w = d->waits_head;
-	while (w) {
-		struct cm_wait *next = w->all_next;
-		free(w);
-		w = next;
-	}
+	struct cm_wait *w;
+	if (d->waits.next) /* initialised */
+		cm_list_for_each(w, &d->waits, struct cm_wait, all)
+		{
+			free(w);
+		}
 	for (size_t i = 0; i < d->table_size; i++) {
 		struct cm_bucket *b = d->table ? d->table[i] : NULL;
 		while (b) {
@@ -73,7 +74,7 @@ void cm_dest_free(struct cm_dest *d)
 	}
 	free(d->table);
 	free(d->recs);
-	free(d->events);
+	cm_vec_free(&d->events);
 	memset(d, 0, sizeof *d);
 }
 
@@ -119,6 +120,9 @@ static struct cm_bucket *bucket_get(struct cm_dest *d, int32_t src, int32_t tag,
 	b->tag = tag;
 	b->ctx = ctx;
 	b->slot = slot_of(src, tag);
+	cm_list_init(&b->msgs);
+	cm_list_init(&b->reqs);
+	cm_list_init(&b->probes);
 	size_t h = hash_key(src, tag, ctx) & (d->table_size - 1);
 	b->hnext = d->table[h];
 	d->table[h] = b;
@@ -132,7 +136,8 @@ static struct cm_bucket *bucket_get(struct cm_dest *d, int32_t src, int32_t tag,
  * message). */
 static void bucket_release(struct cm_dest *d, struct cm_bucket *b)
 {
-	if (b->msg_head || b->req_head || b->probe_head || d->buckets <= KEEP_EMPTY_BUCKETS)
+	if (!cm_list_empty(&b->msgs) || !cm_list_empty(&b->reqs) || !cm_list_empty(&b->probes) ||
+	    d->buckets <= KEEP_EMPTY_BUCKETS)
 		return;
 	struct cm_bucket **pp = &d->table[hash_key(b->src, b->tag, b->ctx) & (d->table_size - 1)];
 	while (*pp != b)
@@ -143,6 +148,15 @@ static void bucket_release(struct cm_dest *d, struct cm_bucket *b)
 }
 
 /* ---- message index ---- */
+
+/* The earliest undelivered message filed under b, or NULL. Entries are
+ * linked into b through idx[b->slot], so the member's offset depends on b. */
+static struct cm_entry *bucket_first_msg(const struct cm_bucket *b)
+{
+	if (cm_list_empty(&b->msgs))
+		return NULL;
+	return cm_container_of(b->msgs.next - b->slot, struct cm_entry, idx);
+}
 
 static bool index_msg(struct cm_dest *d, struct cm_entry *e)
 {
@@ -159,13 +173,7 @@ static bool index_msg(struct cm_dest *d, struct cm_entry *e)
 	for (int k = 0; k < CM_NIDX; k++) {
 		struct cm_bucket *b = bk[k];
 		e->idx_bucket[k] = b;
-		e->idx_next[k] = NULL;
-		e->idx_prev[k] = b->msg_tail;
-		if (b->msg_tail)
-			b->msg_tail->idx_next[k] = e;
-		else
-			b->msg_head = e;
-		b->msg_tail = e;
+		cm_list_push_back(&b->msgs, &e->idx[k]);
 	}
 	d->undelivered++;
 	return true;
@@ -177,14 +185,7 @@ static void unindex_msg(struct cm_dest *d, struct cm_entry *e)
 		struct cm_bucket *b = e->idx_bucket[k];
 		if (b == NULL)
 			continue;
-		if (e->idx_prev[k])
-			e->idx_prev[k]->idx_next[k] = e->idx_next[k];
-		else
-			b->msg_head = e->idx_next[k];
-		if (e->idx_next[k])
-			e->idx_next[k]->idx_prev[k] = e->idx_prev[k];
-		else
-			b->msg_tail = e->idx_prev[k];
+		cm_list_remove(&e->idx[k]);
 		e->idx_bucket[k] = NULL;
 		bucket_release(d, b);
 	}
@@ -193,14 +194,10 @@ static void unindex_msg(struct cm_dest *d, struct cm_entry *e)
 
 /* ---- waits (pending requests and blocking probes) ---- */
 
-static struct cm_wait **wait_head(struct cm_bucket *b, enum cm_wait_kind kind)
+/* The earliest wait on list l (a bucket's reqs or probes), or NULL. */
+static struct cm_wait *first_wait(const struct cm_list *l)
 {
-	return kind == CM_WAIT_RECV ? &b->req_head : &b->probe_head;
-}
-
-static struct cm_wait **wait_tail(struct cm_bucket *b, enum cm_wait_kind kind)
-{
-	return kind == CM_WAIT_RECV ? &b->req_tail : &b->probe_tail;
+	return cm_list_entry(cm_list_first(l), struct cm_wait, link);
 }
 
 static bool add_wait(struct cm_dest *d, struct cm_session *s, const struct cm_header *h,
@@ -223,22 +220,8 @@ static bool add_wait(struct cm_dest *d, struct cm_session *s, const struct cm_he
 	w->ctx = h->ctx;
 	w->kind = kind;
 
-	struct cm_wait **head = wait_head(b, kind), **tail = wait_tail(b, kind);
-	w->next = NULL;
-	w->prev = *tail;
-	if (*tail)
-		(*tail)->next = w;
-	else
-		*head = w;
-	*tail = w;
-
-	w->all_next = NULL;
-	w->all_prev = d->waits_tail;
-	if (d->waits_tail)
-		d->waits_tail->all_next = w;
-	else
-		d->waits_head = w;
-	d->waits_tail = w;
+	cm_list_push_back(kind == CM_WAIT_RECV ? &b->reqs : &b->probes, &w->link);
+	cm_list_push_back(&d->waits, &w->all);
 
 	if (kind == CM_WAIT_RECV)
 		d->nreqs++;
@@ -250,24 +233,8 @@ static bool add_wait(struct cm_dest *d, struct cm_session *s, const struct cm_he
 void cm_dest_remove_wait(struct cm_dest *d, struct cm_wait *w)
 {
 	struct cm_bucket *b = w->bucket;
-	struct cm_wait **head = wait_head(b, w->kind), **tail = wait_tail(b, w->kind);
-	if (w->prev)
-		w->prev->next = w->next;
-	else
-		*head = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
-	else
-		*tail = w->prev;
-
-	if (w->all_prev)
-		w->all_prev->all_next = w->all_next;
-	else
-		d->waits_head = w->all_next;
-	if (w->all_next)
-		w->all_next->all_prev = w->all_prev;
-	else
-		d->waits_tail = w->all_prev;
+	cm_list_remove(&w->link);
+	cm_list_remove(&w->all);
 
 	if (w->kind == CM_WAIT_RECV)
 		d->nreqs--;
@@ -279,12 +246,11 @@ void cm_dest_remove_wait(struct cm_dest *d, struct cm_wait *w)
 
 void cm_dest_drop_session(struct cm_dest *d, struct cm_session *s)
 {
-	struct cm_wait *w = d->waits_head;
-	while (w) {
-		struct cm_wait *next = w->all_next;
+	struct cm_wait *w;
+	cm_list_for_each(w, &d->waits, struct cm_wait, all)
+	{
 		if (w->sess == s)
 			cm_dest_remove_wait(d, w);
-		w = next;
 	}
 }
 
@@ -383,8 +349,9 @@ bool cm_dest_add_msg(struct cm_core *core, struct cm_dest *d, struct cm_entry *e
 		for (int k = 0; k < CM_NIDX; k++) {
 			struct cm_bucket *b = bucket_find(d, (k & 1) ? CM_ANY_SOURCE : e->src,
 			                                  (k & 2) ? CM_ANY_TAG : e->tag, e->ctx);
-			if (b && b->req_head && (best == NULL || b->req_head->seq < best->seq))
-				best = b->req_head;
+			struct cm_wait *w = b ? first_wait(&b->reqs) : NULL;
+			if (w && (best == NULL || w->seq < best->seq))
+				best = w;
 		}
 		if (best == NULL)
 			break;
@@ -410,8 +377,8 @@ bool cm_dest_add_msg(struct cm_core *core, struct cm_dest *d, struct cm_entry *e
 		/* Still undelivered: answer every blocking probe it satisfies. */
 		for (int k = 0; k < CM_NIDX; k++) {
 			struct cm_bucket *b = e->idx_bucket[k];
-			while (b->probe_head) {
-				struct cm_wait *w = b->probe_head;
+			struct cm_wait *w;
+			while ((w = first_wait(&b->probes)) != NULL) {
 				if (!cm_session_closing(w->sess))
 					probe_reply(d, w->sess, w->id, w->ctx, e);
 				cm_dest_remove_wait(d, w);
@@ -425,8 +392,8 @@ bool cm_dest_post_recv(struct cm_core *core, struct cm_dest *d, struct cm_sessio
                        const struct cm_header *h)
 {
 	struct cm_bucket *b = d->undelivered ? bucket_find(d, h->src, h->tag, h->ctx) : NULL;
-	if (b && b->msg_head) {
-		struct cm_entry *e = b->msg_head;
+	struct cm_entry *e = b ? bucket_first_msg(b) : NULL;
+	if (e) {
 		unindex_msg(d, e);
 		deliver(core, e, s, h->clock);
 		return true;
@@ -438,8 +405,9 @@ bool cm_dest_probe(struct cm_core *core, struct cm_dest *d, struct cm_session *s
                    const struct cm_header *h)
 {
 	struct cm_bucket *b = d->undelivered ? bucket_find(d, h->src, h->tag, h->ctx) : NULL;
-	if (b && b->msg_head) {
-		probe_reply(d, s, h->clock, h->ctx, b->msg_head);
+	struct cm_entry *e = b ? bucket_first_msg(b) : NULL;
+	if (e) {
+		probe_reply(d, s, h->clock, h->ctx, e);
 		return true;
 	}
 	if (h->flags & CM_F_BLOCKING)

@@ -114,9 +114,12 @@ static void emit_cancel_ack(struct cm_session *to, uint64_t req_id, bool cancell
 static struct cm_wait *find_pending_recv(const struct cm_dest *d, const struct cm_session *s,
                                          uint64_t id)
 {
-	for (struct cm_wait *w = d->waits_head; w; w = w->all_next)
+	struct cm_wait *w;
+	cm_list_for_each(w, &d->waits, struct cm_wait, all)
+	{
 		if (w->kind == CM_WAIT_RECV && w->id == id && w->sess == s)
 			return w;
+	}
 	return NULL;
 }
 
@@ -218,11 +221,11 @@ void cm_dest_gc(struct cm_core *core, struct cm_dest *d, uint64_t req_cut, uint6
 		memset(d->recs + (used - drop), 0, (size_t)drop * sizeof *d->recs);
 		d->recs_base = req_cut;
 	}
-	if (ev_cut > d->nevents)
-		ev_cut = d->nevents;
+	if (ev_cut > dest_nevents(d))
+		ev_cut = dest_nevents(d);
 	if (ev_cut > d->events_base) {
-		uint64_t drop = ev_cut - d->events_base, used = d->nevents - d->events_base;
-		memmove(d->events, d->events + drop, (size_t)(used - drop) * sizeof *d->events);
+		uint64_t drop = ev_cut - d->events_base;
+		cm_vec_drop_front(&d->events, (size_t)drop);
 		d->events_base = ev_cut;
 		CM_STAT_ADD(core, events_collected, drop);
 	}

@@ -30,8 +30,7 @@ struct cm_recovery {
 	struct cm_core_hooks hooks;
 	const struct cm_journal_ops *journal;
 	void (*rank_lost)(void *ctx, int rank, uint32_t incarnation);
-	struct rsess *open; /* sessions not closed yet, in creation order */
-	size_t nopen, capopen;
+	CM_VEC(struct rsess) open; /* sessions not closed yet, in creation order */
 	uint64_t records, sessions, next_id;
 };
 
@@ -52,8 +51,8 @@ static void drain(struct cm_session *s)
  * after each record. */
 static void drain_all(struct cm_recovery *r)
 {
-	for (size_t i = 0; i < r->nopen; i++)
-		drain(r->open[i].s);
+	for (size_t i = 0; i < r->open.n; i++)
+		drain(r->open.items[i].s);
 }
 
 struct cm_recovery *cm_recovery_begin(struct cm_core *core)
@@ -73,11 +72,11 @@ struct cm_recovery *cm_recovery_begin(struct cm_core *core)
 
 static struct cm_session *find(struct cm_recovery *r, uint64_t id, size_t *at)
 {
-	for (size_t i = r->nopen; i-- > 0;)
-		if (r->open[i].id == id) {
+	for (size_t i = r->open.n; i-- > 0;)
+		if (r->open.items[i].id == id) {
 			if (at)
 				*at = i;
-			return r->open[i].s;
+			return r->open.items[i].s;
 		}
 	return NULL;
 }
@@ -87,19 +86,13 @@ static struct cm_session *session(struct cm_recovery *r, uint64_t id)
 	struct cm_session *s = find(r, id, NULL);
 	if (s)
 		return s;
-	if (r->nopen == r->capopen) {
-		size_t cap = r->capopen ? r->capopen * 2 : 16;
-		struct rsess *v = realloc(r->open, cap * sizeof *v);
-		if (v == NULL)
-			return NULL;
-		r->open = v;
-		r->capopen = cap;
-	}
+	if (!cm_vec_reserve(&r->open, r->open.n + 1))
+		return NULL;
 	if ((s = cm_session_new(r->core, NULL)) == NULL)
 		return NULL;
 	s->id = id;
 	s->journaled = true; /* its close goes in the journal at the end */
-	r->open[r->nopen++] = (struct rsess){.id = id, .s = s};
+	r->open.items[r->open.n++] = (struct rsess){.id = id, .s = s};
 	r->sessions++;
 	if (id >= r->next_id)
 		r->next_id = id + 1;
@@ -211,8 +204,7 @@ int cm_recovery_apply(struct cm_recovery *r, const struct cm_jrec *rec, const ui
 			return 0; /* closed before it journaled anything */
 		cm_session_closed(s);
 		cm_session_release(s);
-		memmove(&r->open[at], &r->open[at + 1], (r->nopen - at - 1) * sizeof r->open[0]);
-		r->nopen--;
+		cm_vec_remove(&r->open, at);
 		drain_all(r);
 		return 0;
 	}
@@ -266,9 +258,9 @@ void cm_recovery_end(struct cm_recovery *r, uint64_t *records, uint64_t *session
 	 * closed, so that the ranks' new connections are admitted (the same
 	 * incarnation reconnecting) and a later recovery sees the same. */
 	core->cfg.journal = r->journal;
-	for (size_t i = 0; i < r->nopen; i++) {
-		cm_session_closed(r->open[i].s);
-		cm_session_release(r->open[i].s);
+	for (size_t i = 0; i < r->open.n; i++) {
+		cm_session_closed(r->open.items[i].s);
+		cm_session_release(r->open.items[i].s);
 	}
 	core->cfg.hooks = r->hooks;
 	core->cfg.rank_lost = r->rank_lost;
@@ -277,6 +269,6 @@ void cm_recovery_end(struct cm_recovery *r, uint64_t *records, uint64_t *session
 		__atomic_store_n(&core->next_session_id, r->next_id, __ATOMIC_RELAXED);
 	*records = r->records;
 	*sessions = r->sessions;
-	free(r->open);
+	cm_vec_free(&r->open);
 	free(r);
 }

@@ -80,8 +80,7 @@ struct spill_file {
 	int rfd;     /* reads back, through the page cache */
 	bool direct; /* wfd is O_DIRECT */
 	/* Segments (under mu): payloads are reserved at the end of the last. */
-	struct segment *segs;
-	uint32_t nsegs, segs_cap;
+	CM_VEC(struct segment) segs;
 };
 
 struct cm_spill_store {
@@ -139,20 +138,6 @@ static void enqueue_locked(struct cm_spill_store *st, struct pending *p)
 
 /* ---- the engine's side: reserve, queue, read back ---- */
 
-/* Room for one more segment (under mu). */
-static bool segs_reserve(struct spill_file *f)
-{
-	if (f->nsegs < f->segs_cap)
-		return true;
-	uint32_t cap = f->segs_cap ? f->segs_cap * 2 : 16;
-	struct segment *s = realloc(f->segs, (size_t)cap * sizeof *s);
-	if (s == NULL)
-		return false;
-	f->segs = s;
-	f->segs_cap = cap;
-	return true;
-}
-
 static int spill_put_buf(void *ctx, int32_t dst, uint64_t seq, struct cm_buf *buf)
 {
 	struct cm_spill_store *st = ctx;
@@ -167,16 +152,15 @@ static int spill_put_buf(void *ctx, int32_t dst, uint64_t seq, struct cm_buf *bu
 		return -1;
 	struct spill_file *f = &st->files[which];
 	pthread_mutex_lock(&st->mu);
-	struct segment *cur = f->nsegs ? &f->segs[f->nsegs - 1] : NULL;
+	struct segment *cur = f->segs.n ? cm_vec_at(&f->segs, f->segs.n - 1) : NULL;
 	if (cur == NULL ||
 	    (cur->end > cur->base && cur->end - cur->base + disk_len > SEGMENT_SIZE)) {
-		if (!segs_reserve(f)) {
+		uint64_t base = cur ? cur->end : 0;
+		if ((cur = cm_vec_push(&f->segs)) == NULL) {
 			pthread_mutex_unlock(&st->mu);
 			free(p);
 			return -1;
 		}
-		uint64_t base = cur ? cur->end : 0;
-		cur = &f->segs[f->nsegs++];
 		*cur = (struct segment){.base = base, .end = base, .live = 0};
 	}
 	cm_buf_ref(buf);
@@ -184,7 +168,7 @@ static int spill_put_buf(void *ctx, int32_t dst, uint64_t seq, struct cm_buf *bu
 	                      .seq = seq,
 	                      .buf = buf,
 	                      .file = which,
-	                      .seg = f->nsegs - 1,
+	                      .seg = (uint32_t)(f->segs.n - 1),
 	                      .off = cur->end,
 	                      .disk_len = disk_len};
 	cur->end += disk_len;
@@ -352,11 +336,11 @@ static void segment_release(struct cm_spill_store *st, uint32_t which, uint32_t 
 	struct spill_file *f = &st->files[which];
 	uint64_t base = 0, size = 0;
 	pthread_mutex_lock(&st->mu);
-	f->segs[i].live -= disk_len;
-	if (f->segs[i].live == 0 && i + 1 < f->nsegs) {
-		base = f->segs[i].base;
-		size = f->segs[i].end - base;
-		f->segs[i].end = base; /* done: nothing to give back twice */
+	f->segs.items[i].live -= disk_len;
+	if (f->segs.items[i].live == 0 && i + 1 < f->segs.n) {
+		base = f->segs.items[i].base;
+		size = f->segs.items[i].end - base;
+		f->segs.items[i].end = base; /* done: nothing to give back twice */
 	}
 	pthread_mutex_unlock(&st->mu);
 	if (size > 0 &&
@@ -552,7 +536,7 @@ static void close_file(struct spill_file *f)
 		close(f->wfd);
 	if (f->rfd >= 0)
 		close(f->rfd);
-	free(f->segs);
+	cm_vec_free(&f->segs);
 }
 
 /* The LMDB index, its files unlinked once open. 0 or an LMDB error (said). */

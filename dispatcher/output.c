@@ -16,6 +16,7 @@
 #include "log.h"
 #include "net.h"
 #include "status_line.h"
+#include "vec.h"
 
 /* One read takes at most this much from a pipe, so a chatty rank cannot
  * starve the others; a partial line up to this size is kept per source. */
@@ -64,8 +65,7 @@ struct line_rec {
 /* The lines an incarnation (and its predecessors) printed, handed from a
  * dead incarnation's source to the next one's. */
 struct history {
-	struct line_rec *lines;
-	size_t n, cap;
+	CM_VEC(struct line_rec) lines;
 	bool lost;             /* past HISTORY_MAX lines: byte counting instead */
 	uint64_t partial_hash; /* an unterminated last line, already forwarded */
 	uint64_t partial_len;
@@ -87,8 +87,7 @@ struct out_source {
 	struct out_stream *stream;
 	char *prefix;
 	size_t prefix_len;
-	char *carry; /* partial line not yet emitted */
-	size_t carry_len, carry_cap;
+	CM_VEC(char) carry;      /* partial line not yet emitted */
 	bool at_line_start;      /* false while this source owns its stream mid-line */
 	unsigned long long pos;  /* bytes read from the pipe so far, skipped ones included */
 	unsigned long long skip; /* bytes still to drop before forwarding (re-execution) */
@@ -109,8 +108,7 @@ struct out_source {
 	 * old line with other contents (dropped): see follow_line. */
 	struct held_line held[HELD_MAX];
 	size_t held_n;
-	char *held_buf; /* their bytes, one after the other */
-	size_t held_buf_len, held_buf_cap;
+	CM_VEC(char) held_buf; /* their bytes, one after the other */
 	bool done;
 	bool waiting;
 	struct out_source *next_waiting;
@@ -335,21 +333,11 @@ static void carry_append(struct out_source *src, const char *data, size_t len)
 {
 	if (len == 0)
 		return;
-	if (src->carry_len + len > src->carry_cap) {
-		size_t cap = src->carry_cap ? src->carry_cap : 256;
-		while (cap < src->carry_len + len)
-			cap *= 2;
-		char *p = realloc(src->carry, cap);
-		if (p == NULL) {
-			static const char msg[] = "cmrun: out of memory, output lost\n";
-			cm_write_full(STDERR_FILENO, msg, sizeof msg - 1);
-			abort();
-		}
-		src->carry = p;
-		src->carry_cap = cap;
+	if (!cm_vec_append(&src->carry, data, len)) {
+		static const char msg[] = "cmrun: out of memory, output lost\n";
+		cm_write_full(STDERR_FILENO, msg, sizeof msg - 1);
+		abort();
 	}
-	memcpy(src->carry + src->carry_len, data, len);
-	src->carry_len += len;
 }
 
 /* ---- line history and re-executions ----
@@ -376,7 +364,7 @@ static uint64_t fnv(uint64_t h, const char *p, size_t n)
 static void history_free(struct history *h)
 {
 	if (h) {
-		free(h->lines);
+		cm_vec_free(&h->lines);
 		free(h);
 	}
 }
@@ -391,21 +379,13 @@ static void history_push(struct out_source *src, uint64_t hash, uint64_t len, ui
 	struct history *h = src->hist;
 	if (h == NULL || h->lost)
 		return;
-	if (h->n == h->cap) {
-		size_t cap = h->cap ? h->cap * 2 : 64;
-		struct line_rec *p = cap <= HISTORY_MAX ? realloc(h->lines, cap * sizeof *p) : NULL;
-		if (p == NULL) {
-			/* Too many lines to keep: re-executions count bytes. */
-			free(h->lines);
-			h->lines = NULL;
-			h->n = h->cap = 0;
-			h->lost = true;
-			return;
-		}
-		h->lines = p;
-		h->cap = cap;
+	if (h->lines.n == HISTORY_MAX || !cm_vec_reserve(&h->lines, h->lines.n + 1)) {
+		/* Too many lines to keep: re-executions count bytes. */
+		cm_vec_free(&h->lines);
+		h->lost = true;
+		return;
 	}
-	h->lines[h->n++] = (struct line_rec){hash, rec_len(len), head};
+	h->lines.items[h->lines.n++] = (struct line_rec){hash, rec_len(len), head};
 }
 
 /* Records the lines of data (forwarded as usual). */
@@ -433,7 +413,8 @@ static void history_record(struct out_source *src, const char *data, size_t len)
 static bool is_old(const struct out_source *src, size_t at, uint64_t hash, size_t len)
 {
 	const struct history *h = src->prev;
-	return at < h->n && h->lines[at].hash == hash && h->lines[at].len == rec_len(len);
+	return at < h->lines.n && h->lines.items[at].hash == hash &&
+	       h->lines.items[at].len == rec_len(len);
 }
 
 /* Every old line accounted for: the rest of the output is new, and is
@@ -476,15 +457,14 @@ static void held_resolve(struct out_source *src, struct builder *b, size_t n, si
 {
 	for (size_t i = 0; i < n; i++) {
 		if (i < added)
-			emit_text(src, b, src->held_buf + src->held[i].off, src->held[i].len);
+			emit_text(src, b, src->held_buf.items + src->held[i].off, src->held[i].len);
 		else
 			src->cursor++;
 	}
 	if (n == 0)
 		return;
-	size_t shift = n < src->held_n ? src->held[n].off : src->held_buf_len;
-	memmove(src->held_buf, src->held_buf + shift, src->held_buf_len - shift);
-	src->held_buf_len -= shift;
+	size_t shift = n < src->held_n ? src->held[n].off : src->held_buf.n;
+	cm_vec_drop_front(&src->held_buf, shift);
 	for (size_t i = n; i < src->held_n; i++) {
 		src->held[i - n] = src->held[i];
 		src->held[i - n].off -= shift;
@@ -496,27 +476,18 @@ static void held_resolve(struct out_source *src, struct builder *b, size_t n, si
 static void held_flush(struct out_source *src, struct builder *b)
 {
 	for (size_t i = 0; i < src->held_n; i++)
-		forward_new(src, b, src->held_buf + src->held[i].off, src->held[i].len);
+		forward_new(src, b, src->held_buf.items + src->held[i].off, src->held[i].len);
 	src->held_n = 0;
-	src->held_buf_len = 0;
+	src->held_buf.n = 0;
 }
 
 static bool held_push(struct out_source *src, const char *line, size_t len, uint64_t hash)
 {
-	if (src->held_buf_len + len > src->held_buf_cap) {
-		size_t cap = src->held_buf_cap ? src->held_buf_cap : 256;
-		while (cap < src->held_buf_len + len)
-			cap *= 2;
-		char *p = realloc(src->held_buf, cap);
-		if (p == NULL)
-			return false;
-		src->held_buf = p;
-		src->held_buf_cap = cap;
-	}
-	memcpy(src->held_buf + src->held_buf_len, line, len);
+	size_t off = src->held_buf.n;
+	if (!cm_vec_append(&src->held_buf, line, len))
+		return false;
 	uint32_t head = (uint32_t)fnv(FNV_START, line, len < HEAD_BYTES ? len : HEAD_BYTES);
-	src->held[src->held_n++] = (struct held_line){src->held_buf_len, len, hash, head};
-	src->held_buf_len += len;
+	src->held[src->held_n++] = (struct held_line){off, len, hash, head};
 	return true;
 }
 
@@ -547,8 +518,9 @@ static void follow_line(struct out_source *src, struct builder *b, const char *l
 		held_resolve(src, b, src->held_n, src->held_n);
 		src->filler--;
 		src->filler_acc++;
-		while (src->cursor < h->n && src->filler_acc >= h->lines[src->cursor].len)
-			src->filler_acc -= h->lines[src->cursor++].len;
+		while (src->cursor < h->lines.n &&
+		       src->filler_acc >= h->lines.items[src->cursor].len)
+			src->filler_acc -= h->lines.items[src->cursor++].len;
 	} else {
 		size_t m = src->held_n, j = m + 1;
 		/* Fewest added lines first: a deterministic re-execution adds
@@ -560,7 +532,7 @@ static void follow_line(struct out_source *src, struct builder *b, const char *l
 			held_resolve(src, b, m, m - j);
 			src->cursor++;
 		} else {
-			if (m == HELD_MAX || src->held_buf_len + len > HELD_BYTES ||
+			if (m == HELD_MAX || src->held_buf.n + len > HELD_BYTES ||
 			    !held_push(src, line, len, hash)) {
 				/* Too much to hold: the oldest held line
 				 * stands for its old line. */
@@ -569,22 +541,23 @@ static void follow_line(struct out_source *src, struct builder *b, const char *l
 				if (!held_push(src, line, len, hash))
 					emit_text(src, b, line, len);
 			}
-			size_t left = h->n - src->cursor;
+			size_t left = h->lines.n - src->cursor;
 			if (src->held_n > left) {
 				/* A restored rank adds its line before the old
 				 * ones: the first held line is taken for an
 				 * added one when it does not begin as the old
 				 * line does and the next one does. */
-				size_t added = left > 0 &&
-				               src->held[0].head != h->lines[src->cursor].head &&
-				               src->held[1].head == h->lines[src->cursor].head;
+				size_t added =
+				    left > 0 &&
+				    src->held[0].head != h->lines.items[src->cursor].head &&
+				    src->held[1].head == h->lines.items[src->cursor].head;
 				held_resolve(src, b, added + left, added);
 			}
 		}
 	}
 	/* With an unterminated old last line, the next line is awaited: it
 	 * may re-print it. */
-	if (src->cursor >= h->n && src->filler == 0 && (h->partial_len == 0 || src->held_n)) {
+	if (src->cursor >= h->lines.n && src->filler == 0 && (h->partial_len == 0 || src->held_n)) {
 		stop_following(src);
 		held_flush(src, b);
 	}
@@ -600,7 +573,7 @@ static size_t follow(struct out_source *src, struct builder *b, const char *data
 		const char *nl = memchr(data + used, '\n', len - used);
 		if (nl == NULL) {
 			size_t rest = len - used;
-			if (src->carry_len + rest > CARRY_MAX) {
+			if (src->carry.n + rest > CARRY_MAX) {
 				/* A line too long to hold: out as it comes, and
 				 * no more matching. */
 				held_flush(src, b);
@@ -611,10 +584,10 @@ static size_t follow(struct out_source *src, struct builder *b, const char *data
 			return len;
 		}
 		size_t piece = (size_t)(nl - (data + used)) + 1;
-		if (src->carry_len) {
+		if (src->carry.n) {
 			carry_append(src, data + used, piece);
-			follow_line(src, b, src->carry, src->carry_len);
-			src->carry_len = 0;
+			follow_line(src, b, src->carry.items, src->carry.n);
+			src->carry.n = 0;
 		} else {
 			follow_line(src, b, data + used, piece);
 		}
@@ -640,13 +613,13 @@ static void consume(struct out_source *src, const char *data, size_t len)
 	}
 	history_record(src, data, len);
 	const char *last_nl = memrchr(data, '\n', len);
-	if (last_nl == NULL && src->carry_len + len <= CARRY_MAX) {
+	if (last_nl == NULL && src->carry.n + len <= CARRY_MAX) {
 		carry_append(src, data, len);
 		return;
 	}
 	size_t upto = last_nl ? (size_t)(last_nl - data) + 1 : len;
-	emit_text(src, &b, src->carry, src->carry_len);
-	src->carry_len = 0;
+	emit_text(src, &b, src->carry.items, src->carry.n);
+	src->carry.n = 0;
 	emit_text(src, &b, data, upto);
 	size_t rest = len - upto;
 	if (rest > CARRY_MAX)
@@ -664,25 +637,25 @@ static void finish(struct out_source *src)
 		const struct history *h = src->prev;
 		size_t at = src->cursor + src->held_n;
 		src->held_n = 0;
-		src->held_buf_len = 0;
+		src->held_buf.n = 0;
 		/* Cut off while re-printing an old line: that line went out
 		 * whole already; so did the old unterminated last line. */
-		if (src->carry_len && at < h->n && src->carry_len < h->lines[at].len) {
-			src->carry_len = 0;
-		} else if (src->carry_len && at >= h->n && h->partial_len) {
-			if (src->carry_len <= h->partial_len) {
-				src->carry_len = 0;
-			} else if (fnv(FNV_START, src->carry, h->partial_len) == h->partial_hash) {
-				src->carry_len -= h->partial_len;
-				memmove(src->carry, src->carry + h->partial_len, src->carry_len);
+		if (src->carry.n && at < h->lines.n && src->carry.n < h->lines.items[at].len) {
+			src->carry.n = 0;
+		} else if (src->carry.n && at >= h->lines.n && h->partial_len) {
+			if (src->carry.n <= h->partial_len) {
+				src->carry.n = 0;
+			} else if (fnv(FNV_START, src->carry.items, h->partial_len) ==
+			           h->partial_hash) {
+				cm_vec_drop_front(&src->carry, h->partial_len);
 			}
 		}
 	} else if (src->hist && src->line_len) {
 		src->hist->partial_hash = src->line_hash;
 		src->hist->partial_len = src->line_len;
 	}
-	emit_text(src, &b, src->carry, src->carry_len);
-	src->carry_len = 0;
+	emit_text(src, &b, src->carry.items, src->carry.n);
+	src->carry.n = 0;
 	if (!src->at_line_start && out.tag_lines_at_eof)
 		emit_text(src, &b, "\n", 1);
 	/* Done either way: an unterminated last line releases the stream. */
@@ -830,7 +803,7 @@ void output_source_follow(struct out_source *src, struct out_source *prev,
 	src->hist = NULL;
 	src->prev = h;
 	src->cursor = 0;
-	src->following = h->n > 0 || h->partial_len > 0;
+	src->following = h->lines.n > 0 || h->partial_len > 0;
 	if (!src->following) {
 		src->hist = h;
 		src->prev = NULL;
@@ -991,8 +964,8 @@ void output_shutdown(bool wait_for_writers)
 			close(src->fd);
 		}
 		free(src->prefix);
-		free(src->carry);
-		free(src->held_buf);
+		cm_vec_free(&src->carry);
+		cm_vec_free(&src->held_buf);
 		history_free(src->hist);
 		history_free(src->prev);
 		free(src);
