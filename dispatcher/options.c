@@ -437,8 +437,9 @@ static const struct cmdline_opt cmrun_opts[] = {
     {"log-mem", .kind = CMDLINE_CALL, .meta = "B", .set = set_cm_opt,
      .help = "bound on each CM's message memory (e.g. 512MiB;\n"
              "default 1GiB, or a quarter of the host's memory if\n"
-             "less): past half of it the log spills to disk, at it\n"
-             "the CM holds the senders back"},
+             "less): past an eighth of it delivered payloads spill\n"
+             "to disk, past three quarters undelivered ones too;\n"
+             "at it the CM holds the senders back"},
     {"spill-dir", .kind = CMDLINE_CALL, .meta = "DIR", .set = set_cm_opt,
      .help = "where the CMs spill (DIR must exist on each CM's\n"
              "host; every CM's files have unique names and are\n"
