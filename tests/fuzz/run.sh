@@ -51,6 +51,7 @@ sources() {
 	# Every program's parser; name lookups are stubbed (see the target).
 	cmdline) echo "$here/fuzz_cmdline.c $src/dispatcher/options.c $src/dispatcher/launch.c" \
 		"$src/dispatcher/hosts.c $src/cmserver/cli.c $src/checkpoint/ckpt_cli.c" \
+		"$src/checkpoint/ckpt_proto.c" \
 		"$src/netpipe/npcm_options.c $common -DCHANMEM -lzstd -Wl,--wrap=getaddrinfo" ;;
 	*) return 1 ;;
 	esac
