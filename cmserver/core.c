@@ -64,11 +64,6 @@ void cm_core_log_summary(const struct cm_core *core)
 	        (unsigned long long)st.log_entries_collected);
 }
 
-uint32_t cm_core_world_size(const struct cm_core *core)
-{
-	return cm_atomic_load32(&core->world_size);
-}
-
 /* ---- log entries ---- */
 
 /* ---- sessions ---- */
@@ -93,38 +88,6 @@ int cm_frame_domain(const struct cm_frame *f)
 	}
 }
 
-void cm_core_journal(struct cm_session *s, uint8_t kind, uint8_t flags, const struct cm_header *h,
-                     const void *data, size_t len)
-{
-	const struct cm_journal_ops *j = s->core->cfg.journal;
-	if (j == NULL)
-		return;
-	struct cm_jrec rec = {.kind = kind, .flags = flags, .session = s->id};
-	if (h)
-		rec.h = *h;
-	j->record(j->ctx, &rec, data, len);
-	s->journaled = true;
-}
-
-void cm_core_journal_extent(struct cm_session *s, uint8_t kind, uint8_t flags,
-                            const struct cm_header *h, struct cm_buf *b, uint32_t from, uint32_t to)
-{
-	const struct cm_journal_ops *j = s->core->cfg.journal;
-	if (j == NULL)
-		return;
-	if (to > from)
-		j->write_extent(j->ctx, b->extent, b->data, from, to);
-	struct cm_jrec rec = {.kind = kind,
-	                      .flags = flags | CM_J_EXTENT,
-	                      .session = s->id,
-	                      .extent = b->extent,
-	                      .valid = to};
-	if (h)
-		rec.h = *h;
-	j->record(j->ctx, &rec, NULL, 0);
-	s->journaled = true;
-}
-
 /* An accepted MSG, before anything can depend on it: with its payload, or
  * (cut-through) the bytes here so far, the rest as it fills. A large one
  * gets an extent; a cut-through one then shows writers only what is in it. */
@@ -145,16 +108,6 @@ static void journal_msg(struct cm_session *s, const struct cm_frame *f, struct c
 		return;
 	}
 	cm_core_journal(s, CM_J_MSG, flags, &f->h, have ? b->data : NULL, have);
-}
-
-void cm_core_logged(struct cm_session *s)
-{
-	const struct cm_sender *snd = &s->core->senders[s->rank];
-	uint64_t next = snd->has ? snd->highest + 1 : 0;
-	if (snd->cut_buf && snd->cut_clock < next && cm_buf_partial(snd->cut_buf))
-		next = snd->cut_clock; /* accepted, but its payload is not all here */
-	struct cm_header h = {.type = CM_T_LOGGED, .src = s->rank, .dst = s->rank, .clock = next};
-	cm_core_emit_header(s, &h);
 }
 
 /* The frames whose dispatch changes state a recovered CM must rebuild (MSG

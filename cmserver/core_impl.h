@@ -356,12 +356,12 @@ struct cm_core {
 	struct cm_core_stats stats;
 };
 
-/* core.c: hands a record to cfg.journal (nothing without one) and marks
+/* emit.c: hands a record to cfg.journal (nothing without one) and marks
  * s as journaled. */
 void cm_core_journal(struct cm_session *s, uint8_t kind, uint8_t flags, const struct cm_header *h,
                      const void *data, size_t len);
 /* Writes b[from, to) to b's journal extent and records that its first to
- * bytes are there (core.c). */
+ * bytes are there (emit.c). */
 void cm_core_journal_extent(struct cm_session *s, uint8_t kind, uint8_t flags,
                             const struct cm_header *h, struct cm_buf *b, uint32_t from,
                             uint32_t to);

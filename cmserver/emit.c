@@ -4,10 +4,10 @@
  * payload bytes) items, drained with writev and surviving partial writes
  * (a payload still arriving is exposed up to its watermark only, and
  * nothing queued after it before it is complete) -- sessions' lifetime,
- * the emission of frames (DELIVER, PROBE_REPLY, ERROR, headers) and log
- * entries. Buffers and sessions refer to each other (a session's queue
- * holds buffers, a partial buffer holds the sessions to wake), so they
- * are one piece. No I/O; it calls nothing above it (logmem.c below). */
+ * the emission of frames (DELIVER, PROBE_REPLY, ERROR, LOGGED, headers),
+ * log entries, and the records handed to the journal (cfg.journal). Buffers and sessions refer to
+ * each other (a session's queue holds buffers, a partial buffer holds the sessions to wake), so
+ * they are one piece. No I/O; it calls nothing above it (logmem.c below). */
 #include "config.h"
 
 #include "core_impl.h"
@@ -440,4 +440,48 @@ void cm_emit_probe_reply(struct cm_session *to, uint64_t probe_id, uint32_t ctx,
 	it.body = NULL;
 	it.ref = NULL;
 	cm_core_emit(to, &it);
+}
+
+/* ---- the journal (core.h: what a recovered CM rebuilds from) ---- */
+
+void cm_core_journal(struct cm_session *s, uint8_t kind, uint8_t flags, const struct cm_header *h,
+                     const void *data, size_t len)
+{
+	const struct cm_journal_ops *j = s->core->cfg.journal;
+	if (j == NULL)
+		return;
+	struct cm_jrec rec = {.kind = kind, .flags = flags, .session = s->id};
+	if (h)
+		rec.h = *h;
+	j->record(j->ctx, &rec, data, len);
+	s->journaled = true;
+}
+
+void cm_core_journal_extent(struct cm_session *s, uint8_t kind, uint8_t flags,
+                            const struct cm_header *h, struct cm_buf *b, uint32_t from, uint32_t to)
+{
+	const struct cm_journal_ops *j = s->core->cfg.journal;
+	if (j == NULL)
+		return;
+	if (to > from)
+		j->write_extent(j->ctx, b->extent, b->data, from, to);
+	struct cm_jrec rec = {.kind = kind,
+	                      .flags = flags | CM_J_EXTENT,
+	                      .session = s->id,
+	                      .extent = b->extent,
+	                      .valid = to};
+	if (h)
+		rec.h = *h;
+	j->record(j->ctx, &rec, NULL, 0);
+	s->journaled = true;
+}
+
+void cm_core_logged(struct cm_session *s)
+{
+	const struct cm_sender *snd = &s->core->senders[s->rank];
+	uint64_t next = snd->has ? snd->highest + 1 : 0;
+	if (snd->cut_buf && snd->cut_clock < next && cm_buf_partial(snd->cut_buf))
+		next = snd->cut_clock; /* accepted, but its payload is not all here */
+	struct cm_header h = {.type = CM_T_LOGGED, .src = s->rank, .dst = s->rank, .clock = next};
+	cm_core_emit_header(s, &h);
 }

@@ -114,6 +114,13 @@ void cm_session_closed(struct cm_session *s)
 
 /* ---- output ---- */
 
+/* Here, with the HELLO that sets it, so that frame assembly (input.c)
+ * reads it from below dispatch. */
+uint32_t cm_core_world_size(const struct cm_core *core)
+{
+	return cm_atomic_load32(&core->world_size);
+}
+
 static bool setup_world(struct cm_core *core, uint32_t n)
 {
 	struct cm_dest *dests = calloc(n, sizeof *dests);
