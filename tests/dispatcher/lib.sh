@@ -1,15 +1,34 @@
-# Shared helpers of the cmrun integration tests (sourced, POSIX sh + bash).
+# Shared helpers of the cmrun integration tests (sourced by bash scripts).
 # The environment gives $CMRUN, $CMSERVER and $TESTSRC (tests/Makefile.am).
 # Every wait here is bounded; every process is stopped by its pid.
+#
+# Failure semantics are those of integration/lib.sh, whose counters and
+# summary this uses: a failing check prints "FAIL: SECTION: why" and the
+# script goes on with the next check; `note TEXT` starts the section TEXT
+# (checks before the first note form a section named after the script,
+# reported only if one of them fails or the script has no note); each
+# section without a failure prints "PASS: SECTION". `finish`, the last line
+# of every script, prints "N passed, M failed" (sections) and exits 1 if any
+# check failed, else 0. Whatever ends a script that has counted a failure
+# (exit 0, skip) makes it exit 1. `skip` exits 77 (automake SKIP); setup
+# that cannot go on (mktemp, cd) calls itest_hard_error (exit 99, ERROR).
 
 : "${TESTSRC:=$(cd "$(dirname "$0")/.." && pwd)}"
+. "$TESTSRC/integration/lib.sh"
 HELPERS="$TESTSRC/dispatcher"
 # Seconds any single cmrun run may take before the test calls it a hang.
 RUN_LIMIT=60
 
+section=${0##*/}
+section_failed=0
+section_start=$SECONDS
+section_is_prelude=1
+
 fail() {
-	echo "FAIL: $*" >&2
-	exit 1
+	itest_log "FAIL: $section: $*"
+	[ "$section_failed" = 1 ] || itest_failures=$((itest_failures + 1))
+	section_failed=1
+	return 1
 }
 
 skip() {
@@ -17,21 +36,45 @@ skip() {
 	exit 77
 }
 
+# end_section [last]: counts the section that ends. The prelude counts if it
+# failed or is the whole script (last).
+end_section() {
+	itest_elapsed=$((SECONDS - section_start))
+	[ "$section_failed" = 0 ] || return 0
+	[ "$section_is_prelude" = 0 ] || [ "${1:-}" = last ] || return 0
+	itest_pass "$section"
+}
+
 note() {
+	end_section
+	section=$*
+	section_failed=0
+	section_start=$SECONDS
+	section_is_prelude=0
 	echo "--- $*"
+}
+
+finish() {
+	end_section last
+	itest_finish
+	exit
 }
 
 [ -n "$CMRUN" ] && [ -x "$CMRUN" ] || skip "cmrun not built (CMRUN='$CMRUN')"
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/cmrun-test.XXXXXX") || fail "mktemp"
+T=$(mktemp -d "${TMPDIR:-/tmp}/cmrun-test.XXXXXX") || itest_hard_error "mktemp"
 STARTED_PIDS=""
 
 cleanup() {
-	# Anything a test started and did not reap (a failed assertion mid-way).
+	local status=$?
+	# Anything a test started and did not reap (a failed check mid-way).
 	for p in $STARTED_PIDS; do
 		kill -KILL "$p" 2>/dev/null
 	done
 	rm -rf "$T"
+	if [ "$itest_failures" -gt 0 ] && { [ "$status" = 0 ] || [ "$status" = 77 ]; }; then
+		exit 1
+	fi
 }
 trap cleanup EXIT
 
@@ -143,7 +186,7 @@ start_cmrun() {
 		[ -n "$CMRUN_PID" ] || sleep 0.1
 		i=$((i + 1))
 	done
-	[ -n "$CMRUN_PID" ] || fail "cmrun did not start"
+	[ -n "$CMRUN_PID" ] || fail "cmrun did not start" || return
 	STARTED_PIDS="$STARTED_PIDS $CMRUN_PID"
 }
 

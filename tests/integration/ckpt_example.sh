@@ -19,7 +19,7 @@ read -r -a args <<<"${line#cmrun }"
 for i in "${!args[@]}"; do
 	[ "${args[$i]}" = /tmp/ck ] && args[$i]=$T/ck
 done
-cd "$T" || fail "cd"
+cd "$T" || itest_hard_error "cd $T"
 "$CMCC" -Wall -Wextra -Werror -o ring ring.c || fail "cmcc -o ring ring.c"
 
 run_cmrun -n 4 ./ring
@@ -38,4 +38,5 @@ images=$(grep -c 'resumed from checkpoint image' "$T/err")
 [ "$images" -ge 1 ] || fail "no rank resumed from an image: $(grep -i restart "$T/err")"
 grep -q '^rank [0-3]: resumed at step [1-9]' "$T/out" ||
 	fail "no rank printed a resumption past step 0: $(cat "$T/out")"
-echo "PASS: ckpt_example ($kills kills, $images restarts from an image)"
+itest_log "$kills kills, $images restarts from an image"
+finish

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # Much output from many ranks arrives complete: every line, every byte, on
 # both streams, also when the reader of cmrun's output is slow (cmrun then
 # holds the ranks back instead of dropping or buffering without bound).
@@ -43,4 +43,4 @@ rc=$(cat "$T/rc")
 expect_status 0 "slow reader"
 check "$T/out" 16 20000
 check "$T/err" 16 2000
-exit 0
+finish

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # The channel memory options of cmrun (--log-mem, --spill-dir, --no-spill,
 # --cut-through-min, --threads) reach every cmserver cmrun starts, locally
 # and through a launch template, and a bad value is refused with status 2
@@ -46,8 +46,11 @@ note "--no-spill, and a relative --spill-dir made absolute"
 run_cmrun -n 1 --no-spill --log-mem 0 true
 expect_status 0 "--no-spill"
 expect_cm_args 1 "--no-spill" "--log-mem 0"
-(cd "$T" && run_cmrun -n 1 --spill-dir spill true && expect_status 0 "relative --spill-dir" &&
-	expect_cm_args 1 "--spill-dir $T/spill") || exit 1
+cd "$T" || itest_hard_error "cd $T"
+run_cmrun -n 1 --spill-dir spill true
+cd "$OLDPWD" || itest_hard_error "cd $OLDPWD"
+expect_status 0 "relative --spill-dir"
+expect_cm_args 1 "--spill-dir $T/spill"
 
 note "the remote launch path (a template on 127.0.0.1) passes them on"
 printf 'a slots=2 addr=127.0.0.1 roles=rank,cm\n' >"$T/hosts"
@@ -78,4 +81,4 @@ run_cmrun --help
 for opt in --log-mem --spill-dir --no-spill --cut-through-min --threads; do
 	grep -q -- "^ *$opt " "$T/out" || fail "--help does not document $opt"
 done
-exit 0
+finish

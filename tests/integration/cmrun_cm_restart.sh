@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # cmrun --cm-restart: a channel memory killed during the run (--kill-cm-at,
 # --kill-cm-every) is started again with the same command line, on the TCP
 # port and abstract unix name it had, with the same --journal file in a
@@ -196,4 +196,4 @@ while [ "$i" -le 64 ]; do
 	i=$((i + 1))
 done
 refused "--kill-cm-at is given more than 64 times" -n 1 --cm-restart "$@" true
-echo PASS
+finish

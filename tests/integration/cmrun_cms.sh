@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # cmrun starts K cmservers before the ranks, every rank can connect to each
 # address in CHANMEM_CMS, and no cmserver is left once the job is over. A
 # cmserver that fails at start-up stops the job with a clear message.
@@ -46,4 +46,4 @@ run_cmrun -n 2 sh -c 'echo "rank ran"'
 expect_status 1 "bad address"
 expect_err "cmserver 0 reported 'not-an-address', not a HOST:PORT address" "bad address"
 ! grep -q "rank ran" "$T/out" || fail "ranks started without their cmservers"
-exit 0
+finish

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # Every rank gets CHANMEM_RANK/SIZE/INCARNATION/SECRET/TRANSPORT and CMS
 # (cm) or PEERS + its own listening socket (direct); the rest of the user's
 # environment is unchanged; the secret never appears on a command line.
@@ -77,4 +77,4 @@ note "--mode and --max-message reach cmserver"
 run_cmrun -n 1 --max-message 64KiB --tag-output sh "$HELPERS/show_env.sh"
 expect_status 0 "max-message"
 grep -q -- "--max-message 65536" "$T/out" || fail "--max-message not passed: $(grep cmserver_args "$T/out")"
-exit 0
+finish

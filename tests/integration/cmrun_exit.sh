@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # Exit status: 0 when every rank exits 0, else the first non-zero rank status
 # (128+signal for a signal death), with cmrun's message naming the rank.
 . "${TESTSRC:-$(dirname "$0")/..}/dispatcher/lib.sh"
@@ -50,4 +50,4 @@ expect_status 124 "timeout"
 expect_err "cmrun: timeout after 300ms" "timeout"
 run_cmrun -n 2 --transport direct --timeout 30s true
 expect_status 0 "timeout not reached"
-exit 0
+finish

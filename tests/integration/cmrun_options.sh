@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # cmrun rejects every bad option with a clear message and status 2, and a
 # program it cannot run with 127/126, before starting anything.
 . "${TESTSRC:-$(dirname "$0")/..}/dispatcher/lib.sh"
@@ -69,4 +69,4 @@ run_cmrun -n 1 true
 unset CHANMEM_CMSERVER
 expect_status 1 "missing cmserver"
 expect_err "CHANMEM_CMSERVER: cannot run" "missing cmserver"
-exit 0
+finish

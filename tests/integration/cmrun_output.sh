@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # Output forwarding: stdout to stdout, stderr to stderr, whole lines (a line
 # of one rank is never cut by another's), --tag-output prefixes, the last
 # unterminated line, stdin to rank 0, what a re-executed rank prints again.
@@ -114,4 +114,4 @@ rc=0
 timeout -s KILL "$RUN_LIMIT" "$CMRUN" -n 3 --transport direct --tag-output cat <"$T/in" >"$T/out" 2>"$T/err" || rc=$?
 expect_status 0 "stdin"
 [ "$(cat "$T/out")" = "[0] to rank zero" ] || fail "stdin forwarding: $(cat "$T/out")"
-exit 0
+finish

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # No process outlives cmrun: after success, a failing rank, SIGINT, SIGTERM,
 # --timeout, a rank that ignores SIGTERM, a cmserver dying mid-run, and
 # SIGKILL of cmrun itself (there the kernel's parent-death signal does it).
@@ -80,4 +80,4 @@ started 3 direct
 kill -KILL "$CMRUN_PID"
 wait "$TIMEOUT_PID" 2>/dev/null
 all_gone "SIGKILL of cmrun (direct)"
-exit 0
+finish

@@ -35,4 +35,4 @@ expect_status 0 "a program built with the installed cmcc"
 run_cmrun -n 2 "$pfx/bin/NPcm" -u 16 -q -o "$T/np.out"
 expect_status 0 "the installed NPcm"
 [ -s "$T/np.out" ] || fail "the installed NPcm wrote no np.out"
-echo "PASS: install_prefix"
+finish

@@ -15,6 +15,12 @@
 #                         count of multiplexer/specialized comes from CHANMEM_CM_THREADS,
 #                         which cmrun hands on to cmserver
 #
+# Failure semantics (dispatcher/lib.sh has the same): a check that fails prints
+# "FAIL: NAME: why" (itest_fail) and counts; the script goes on with the next check.
+# itest_finish prints "N passed, M failed" and returns non-zero if any check failed;
+# the script exits with that. A test that cannot run at all calls itest_hard_error
+# (exit 99, an automake ERROR).
+#
 # Every job runs in its own session with a unique marker in its environment, so after
 # it ends every process it left behind is found (by marker or by session), reported as
 # a failure and killed by pid. Nothing else on the machine is touched.

@@ -6,6 +6,7 @@
 . "${TESTSRC:-$(dirname "$0")/..}/dispatcher/lib.sh"
 command -v man >/dev/null 2>&1 || skip "man not installed (Debian package man-db)"
 [ -d "$MAN_BUILDDIR" ] || skip "no man directory (MAN_BUILDDIR='$MAN_BUILDDIR')"
+note "make -C man, man -l of every page"
 make -s -C "$MAN_BUILDDIR" >/dev/null || fail "make -C man"
 
 render() { # PAGE: the page as plain text on stdout, warnings on stderr
@@ -29,6 +30,7 @@ check_options() {
 	done
 	[ -z "$missing" ] || fail "$page lacks options of $prog --help:$missing"
 }
+note "every option of --help is in the page"
 check_options cmrun cmrun.1 "$("$CMRUN" --help)"
 check_options cmserver cmserver.1 "$("$CMSERVER" --help)"
 check_options ckptserver ckptserver.1 "$("$CKPTSERVER_BIN" --help)"
@@ -45,6 +47,7 @@ same_options() { # PROGRAM PAGE
 	cmp -s "$T/$page.opts" "$T/$page.want" ||
 		fail "$page: OPTIONS differ from $prog --help-man: $(diff "$T/$page.want" "$T/$page.opts" | head -5)"
 }
+note "the OPTIONS sections are those of --help-man"
 same_options "$CMRUN" cmrun.1
 same_options "$CMSERVER" cmserver.1
 same_options "$CKPTSERVER_BIN" ckptserver.1
@@ -58,4 +61,4 @@ for page in man1/cmrun.1 man1/cmserver.1 man1/ckptserver.1 man1/cmcc.1 man1/NPcm
 done
 MANPATH="$T/inst/opt/cm/share/man" LC_ALL=C MANPAGER=cat man cmrun 2>/dev/null |
 	grep -q 'cmrun' || fail "man cmrun finds nothing under the installed MANPATH"
-echo "PASS: man_pages"
+finish

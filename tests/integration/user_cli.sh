@@ -33,7 +33,7 @@ int main(int argc, char **argv)
 }
 PROG
 (cd "$T/app" && "$CMCC" -o hello hello.c) || fail "cmcc -o hello hello.c"
-cd "$T/app" || fail "cd"
+cd "$T/app" || itest_hard_error "cd $T/app"
 run_cmrun -np 3 hello
 expect_status 0 "cmrun -np 3 hello"
 [ "$(sort "$T/out")" = "$(printf 'hello from %d of 3\n' 0 1 2)" ] ||
@@ -46,7 +46,7 @@ expect_err "option '-np' needs a value" "cmrun -np"
 run_cmrun -n 2 no-such-program-here
 expect_status 127 "missing program"
 expect_err "no such program in PATH or the current directory" "missing program"
-cd / || fail "cd /"
+cd / || itest_hard_error "cd /"
 
 note "cmcc"
 rc=0
@@ -68,4 +68,4 @@ rc=0
 expect_status 0 "NPcm --help"
 grep -q '^usage: NPcm' "$T/out" || fail "NPcm --help printed no usage"
 [ -s "$T/err" ] && fail "NPcm --help wrote to stderr: $(cat "$T/err")"
-echo "PASS: user_cli"
+finish
