@@ -24,6 +24,7 @@
 
 #include "core.h"
 #include "log.h"
+#include "net.h"
 #include "protocol.h"
 
 #include <errno.h>
@@ -83,16 +84,7 @@ static void write_all(struct cm_journal *j, struct iovec *iov, int n)
 			       strerror(errno));
 			_exit(1);
 		}
-		size_t left = (size_t)w;
-		while (n > 0 && left >= iov->iov_len) {
-			left -= iov->iov_len;
-			iov++;
-			n--;
-		}
-		if (n > 0) {
-			iov->iov_base = (uint8_t *)iov->iov_base + left;
-			iov->iov_len -= left;
-		}
+		cm_iov_consume(&iov, &n, (size_t)w);
 	}
 }
 
@@ -175,23 +167,11 @@ static void write_extent(void *ctx, uint64_t extent, const uint8_t *base, uint32
 static int read_extent(void *ctx, uint64_t extent, void *out, uint32_t len)
 {
 	struct cm_journal *j = ctx;
-	uint8_t *p = out;
-	uint64_t off = extent;
-	while (len > 0) {
-		ssize_t r = pread(j->data_buffered, p, len, (off_t)off);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			cm_err("journal %s.data: reading back %u bytes at %llu: %s", j->path,
-			       (unsigned)len, (unsigned long long)off,
-			       r < 0 ? strerror(errno) : "past its end");
-			return -1;
-		}
-		p += r;
-		off += (uint64_t)r;
-		len -= (uint32_t)r;
-	}
-	return 0;
+	if (cm_pread_full(j->data_buffered, out, len, (off_t)extent) == 0)
+		return 0;
+	cm_err("journal %s.data: reading back %u bytes at %llu: %s", j->path, (unsigned)len,
+	       (unsigned long long)extent, errno == EIO ? "past its end" : strerror(errno));
+	return -1;
 }
 
 void cm_journal_flush(struct cm_journal *j)
@@ -211,11 +191,6 @@ void cm_journal_flush(struct cm_journal *j)
 const struct cm_journal_ops *cm_journal_ops(struct cm_journal *j)
 {
 	return &j->ops;
-}
-
-static bool read_exact(int fd, void *p, size_t n, off_t off)
-{
-	return pread(fd, p, n, off) == (ssize_t)n;
 }
 
 struct cm_journal *cm_journal_open(const char *path, uint32_t cut_through_min, char *err,
@@ -242,7 +217,7 @@ struct cm_journal *cm_journal_open(const char *path, uint32_t cut_through_min, c
 			close(fd);
 			return NULL;
 		}
-	} else if (st.st_size < FILE_HEADER || !read_exact(fd, fh, sizeof fh, 0) ||
+	} else if (st.st_size < FILE_HEADER || cm_pread_full(fd, fh, sizeof fh, 0) < 0 ||
 	           memcmp(fh, FILE_MAGIC, 8) != 0 || cm_get_u32(fh + 8) != FILE_VERSION) {
 		snprintf(err, errlen, "--journal %s: not a chanmem journal", path);
 		close(fd);

@@ -35,6 +35,7 @@
 
 #include "core_impl.h"
 #include "log.h"
+#include "net.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -241,21 +242,11 @@ static int spill_get(void *ctx, int32_t dst, uint64_t seq, void *out, uint32_t l
 		       (unsigned long long)seq, (int)dst, mdb_strerror(rc));
 		return -1;
 	}
-	size_t done = 0;
-	while (done < len) {
-		ssize_t r = pread(st->files[loc.file].rfd, (uint8_t *)out + done, len - done,
-		                  (off_t)(loc.off + done));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			cm_err("spill store %s: reading back message %llu of rank %d: %s", st->dir,
-			       (unsigned long long)seq, (int)dst,
-			       r < 0 ? strerror(errno) : "short file");
-			return -1;
-		}
-		done += (size_t)r;
-	}
-	return 0;
+	if (cm_pread_full(st->files[loc.file].rfd, out, len, (off_t)loc.off) == 0)
+		return 0;
+	cm_err("spill store %s: reading back message %llu of rank %d: %s", st->dir,
+	       (unsigned long long)seq, (int)dst, errno == EIO ? "short file" : strerror(errno));
+	return -1;
 }
 
 /* ---- the log writer ---- */
@@ -264,9 +255,8 @@ static int spill_get(void *ctx, int32_t dst, uint64_t seq, void *out, uint32_t l
 static int write_all(struct spill_file *f, struct iovec *iov, int n, uint64_t off, size_t bytes)
 {
 	size_t done = 0;
-	int i = 0;
 	while (done < bytes) {
-		ssize_t w = pwritev(f->wfd, iov + i, n - i, (off_t)(off + done));
+		ssize_t w = pwritev(f->wfd, iov, n, (off_t)(off + done));
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0 && errno == EINVAL && f->direct) {
@@ -282,14 +272,7 @@ static int write_all(struct spill_file *f, struct iovec *iov, int n, uint64_t of
 			return -1;
 		}
 		done += (size_t)w;
-		while (i < n && (size_t)w >= iov[i].iov_len) {
-			w -= (ssize_t)iov[i].iov_len;
-			i++;
-		}
-		if (i < n) {
-			iov[i].iov_base = (uint8_t *)iov[i].iov_base + w;
-			iov[i].iov_len -= (size_t)w;
-		}
+		cm_iov_consume(&iov, &n, (size_t)w);
 	}
 	return 0;
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -260,6 +261,40 @@ int cm_write_full(int fd, const void *buf, size_t len)
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+int cm_pread_full(int fd, void *buf, size_t len, off_t off)
+{
+	char *p = buf;
+	while (len > 0) {
+		ssize_t n = pread(fd, p, len, off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (n == 0) {
+			errno = EIO;
+			return -1;
+		}
+		p += n;
+		off += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+void cm_iov_consume(struct iovec **iov, int *n, size_t done)
+{
+	while (*n > 0 && done >= (*iov)->iov_len) {
+		done -= (*iov)->iov_len;
+		(*iov)++;
+		(*n)--;
+	}
+	if (*n > 0) {
+		(*iov)->iov_base = (char *)(*iov)->iov_base + done;
+		(*iov)->iov_len -= done;
+	}
 }
 
 int cm_read_full(int fd, void *buf, size_t len)

@@ -74,5 +74,14 @@ int cm_set_cloexec(int fd, int on);
  * returns 0 on success, -1 on error, and sets errno = ECONNRESET on EOF. */
 int cm_write_full(int fd, const void *buf, size_t len);
 int cm_read_full(int fd, void *buf, size_t len);
+/* The same by position (pread): 0, or -1 with errno (EIO when the file
+ * ends before len bytes). */
+int cm_pread_full(int fd, void *buf, size_t len, off_t off);
+
+struct iovec;
+/* After a writev that wrote done bytes of (*iov)[0..*n): drops the whole
+ * iovecs it wrote and trims the one it wrote part of, so the same call
+ * can go on with the rest. */
+void cm_iov_consume(struct iovec **iov, int *n, size_t done);
 
 #endif

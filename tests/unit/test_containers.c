@@ -1,12 +1,19 @@
 /* Unit tests of common/'s containers: the growable array keeps its
  * elements across growth, refuses sizes that overflow and stays intact
  * when it does; the intrusive list keeps order through pushes, removals
- * in any position and removal while iterating. */
+ * in any position and removal while iterating. And the I/O helpers that
+ * go with them: consuming written iovecs, reading a file by position. */
 #include <check.h>
+#include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "list.h"
+#include "net.h"
 #include "vec.h"
 
 struct pt {
@@ -184,6 +191,47 @@ START_TEST(list_remove_while_iterating)
 }
 END_TEST
 
+START_TEST(iov_consume_drops_written_and_trims_partial)
+{
+	char a[4], b[6], c[3];
+	struct iovec v[3] = {{a, sizeof a}, {b, sizeof b}, {c, sizeof c}};
+	struct iovec *iov = v;
+	int n = 3;
+	cm_iov_consume(&iov, &n, 0);
+	ck_assert_ptr_eq(iov, v);
+	ck_assert_int_eq(n, 3);
+	cm_iov_consume(&iov, &n, 6); /* all of a, 2 bytes of b */
+	ck_assert_ptr_eq(iov, &v[1]);
+	ck_assert_int_eq(n, 2);
+	ck_assert_ptr_eq(iov->iov_base, b + 2);
+	ck_assert_uint_eq(iov->iov_len, 4);
+	cm_iov_consume(&iov, &n, 4); /* exactly the rest of b */
+	ck_assert_ptr_eq(iov, &v[2]);
+	ck_assert_int_eq(n, 1);
+	ck_assert_uint_eq(iov->iov_len, 3);
+	cm_iov_consume(&iov, &n, 3);
+	ck_assert_int_eq(n, 0);
+}
+END_TEST
+
+START_TEST(pread_full_reads_by_position_and_names_a_short_file)
+{
+	char path[] = "/tmp/cmpreadXXXXXX";
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	unlink(path);
+	const char text[] = "0123456789abcdef";
+	ck_assert_int_eq(write(fd, text, 16), 16);
+	char got[8];
+	ck_assert_int_eq(cm_pread_full(fd, got, 8, 5), 0);
+	ck_assert(memcmp(got, text + 5, 8) == 0);
+	errno = 0;
+	ck_assert_int_eq(cm_pread_full(fd, got, 8, 12), -1); /* 4 bytes left */
+	ck_assert_int_eq(errno, EIO);
+	close(fd);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("containers");
@@ -194,6 +242,8 @@ int main(void)
 	tcase_add_test(tc, vec_drop_front_keeps_order);
 	tcase_add_test(tc, list_order_push_and_remove);
 	tcase_add_test(tc, list_remove_while_iterating);
+	tcase_add_test(tc, iov_consume_drops_written_and_trims_partial);
+	tcase_add_test(tc, pread_full_reads_by_position_and_names_a_short_file);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
