@@ -19,12 +19,16 @@ itest_setup
 
 NP=4
 ITEST_JOB_TIMEOUT=120s
-CK64=(ckpt_kill 250 65536 3 test)
-CK2M=(ckpt_kill 120 2097152 3 test)
+# Every run lasts at least twice as long as its last kill on an idle
+# machine (master 3 s, stencil 3 s, big 2 s, ck64 2.5 s, ck2m 2.5 s, NPcm
+# 4 s), so each kill it counts lands before the job ends, and a loaded
+# machine only stretches the program.
+CK64=(ckpt_kill 800 65536 3 test)
+CK2M=(ckpt_kill 300 2097152 3 test)
 
-ft_ref cmd_ref_master --cms 2 -- cm_death master 1500
-ft_ref cmd_ref_stencil --cms 2 -- cm_death stencil 500
-ft_ref cmd_ref_big --cms 2 -- ft_suite big 10
+ft_ref cmd_ref_master --cms 2 -- cm_death master 4000
+ft_ref cmd_ref_stencil --cms 2 -- cm_death stencil 1000
+ft_ref cmd_ref_big --cms 2 -- ft_suite big 20
 ft_ref cmd_ref_ck64 --cms 2 -- "${CK64[@]}"
 ft_ref cmd_ref_ck2m --cms 2 -- "${CK2M[@]}"
 
@@ -52,15 +56,15 @@ wanted() {
 scenarios() {
 	local m=${CHANMEM_TEST_MODE:-mono}
 	wanted master && CM_DEATH_SLEEP_MS=2 cm_same "cmd_master_$m" cmd_ref_master 2 \
-		--kill-cm-at 0:0.6s --kill-cm-at 1:1.2s -- cm_death master 1500
+		--kill-cm-at 0:0.6s --kill-cm-at 1:1.2s -- cm_death master 4000
 	# A CM and a rank it is home to, at once; then a CM while a killed rank
 	# is being replayed from it.
 	wanted stencil_with_rank && CM_DEATH_SLEEP_MS=3 cm_same "cmd_stencil_with_rank_$m" cmd_ref_stencil 1 \
-		--kill-at 1:0.8s --kill-cm-at 1:0.8s -- cm_death stencil 500
+		--kill-at 1:0.8s --kill-cm-at 1:0.8s -- cm_death stencil 1000
 	wanted stencil_during_replay && CM_DEATH_SLEEP_MS=3 cm_same "cmd_stencil_during_replay_$m" cmd_ref_stencil 2 \
-		--kill-at 0:0.8s --kill-cm-at 0:0.85s --kill-cm-at 1:0.9s -- cm_death stencil 500
+		--kill-at 0:0.8s --kill-cm-at 0:0.85s --kill-cm-at 1:0.9s -- cm_death stencil 1000
 	wanted big && FT_SLEEP_MS=50 cm_same "cmd_big_$m" cmd_ref_big 2 \
-		--kill-cm-at 0:0.3s --kill-cm-at 1:0.7s -- ft_suite big 10
+		--kill-cm-at 0:0.3s --kill-cm-at 1:0.7s -- ft_suite big 20
 	wanted ck64 && cm_same "cmd_ck64_$m" cmd_ref_ck64 2 --ckpt-dir "$itest_work/ck64_$m" \
 		--ckpt-every 0.15s --kill-every 0.35s --kill-count 2 --kill-cm-every 0.3s \
 		--seed 11 -- "${CK64[@]}"
@@ -78,7 +82,7 @@ scenarios() {
 		local clean=0
 		itest_run "$name" 2 --cms 2 --cm-restart --kill-cm-at 0:0.5s --kill-cm-at 1:1s \
 			--kill-cm-at 0:1.5s -- "$(realpath --relative-to="$PROGDIR" "$npcm")" \
-			-u 8388608 -t 0.01 -T 1 -o "$itest_work/$name.np" || clean=1
+			-u 8388608 -t 0.03 -T 1 -o "$itest_work/$name.np" || clean=1
 		local got
 		got=$(sed -n 's/^cmrun:   channel memories: \([0-9]*\) restart.*/\1/p' \
 			"$itest_work/$name.report")

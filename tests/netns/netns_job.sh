@@ -66,7 +66,7 @@ netns_clean netns_ring_clean
 # Both CMs killed (--cm-restart): each restarted on host 0 on its address, recovered from
 # its journal; the ranks on hosts 1 to 3 reconnect across the links.
 FT_VERBOSE=1 FT_SLEEP_MS=30 ft_same netns_ring_cm_death ref_ring --cms 2 --cm-restart \
-	--kill-cm-at 0:0.3s --kill-cm-at 1:0.6s --hosts "$netns_hosts" --launch netns \
+	--kill-cm-at 0:0.2s --kill-cm-at 1:0.4s --hosts "$netns_hosts" --launch netns \
 	--map-by host -- ft_suite ring "$ITERS"
 name=netns_ring_cm_death_report
 if itest_selected netns_ring_cm_death; then
