@@ -480,8 +480,8 @@ void cm_core_logged(struct cm_session *s)
 {
 	const struct cm_sender *snd = &s->core->senders[s->rank];
 	uint64_t next = snd->has ? snd->highest + 1 : 0;
-	if (snd->cut_buf && snd->cut_clock < next && cm_buf_partial(snd->cut_buf))
-		next = snd->cut_clock; /* accepted, but its payload is not all here */
+	if (cm_buf_partial(snd->cut_buf)) /* (its clock is at most highest) */
+		next = snd->cut_clock;    /* accepted, but its payload is not all here */
 	struct cm_header h = {.type = CM_T_LOGGED, .src = s->rank, .dst = s->rank, .clock = next};
 	cm_core_emit_header(s, &h);
 }
