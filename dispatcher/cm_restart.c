@@ -243,7 +243,7 @@ static void on_kill_cm_every(struct ev_loop *loop, ev_timer *w, int revents)
 		              job->cms[i].restarts < o->max_cm_restarts;
 	if (candidates == 0)
 		return;
-	pick = (int)(ft_random(job) % (uint64_t)candidates);
+	pick = (int)(job_random(job) % (uint64_t)candidates);
 	for (int i = 0; i < job->ncms; i++) {
 		struct cm_proc *cm = &job->cms[i];
 		if (cm->state == PROC_RUNNING && cm->ready && cm->restarts < o->max_cm_restarts &&
@@ -302,10 +302,10 @@ void cmft_report(struct job *job)
 		char deaths[192], down[128];
 		if (cm->injected_kills + cm->other_deaths == 0)
 			continue;
-		ft_describe_failures(cm->injected_kills, cm->other_deaths, "death", cm->first_death,
-		                     deaths, sizeof deaths);
-		ft_describe_down("listening again", "death", cm->down_count, cm->down_total,
-		                 cm->down_max, down, sizeof down);
+		describe_failures(cm->injected_kills, cm->other_deaths, "death", cm->first_death,
+		                  deaths, sizeof deaths);
+		describe_down("listening again", "death", cm->down_count, cm->down_total,
+		              cm->down_max, down, sizeof down);
 		output_message("  cmserver %d: %s; %d restart%s%s", cm->index, deaths, cm->restarts,
 		               cm->restarts == 1 ? "" : "s", down);
 	}

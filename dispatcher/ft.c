@@ -23,22 +23,6 @@
 
 #define STATUS_PERIOD 0.5
 
-/* xorshift64*: reproducible for one --seed on every platform. */
-static uint64_t next_random(struct job *job)
-{
-	uint64_t x = job->rng;
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	job->rng = x;
-	return x * 0x2545F4914F6CDD1Dull;
-}
-
-uint64_t ft_random(struct job *job)
-{
-	return next_random(job);
-}
-
 /* "1.5MiB": the status line's byte counts. */
 static void format_bytes(unsigned long long n, char *buf, size_t len)
 {
@@ -160,7 +144,7 @@ static void on_kill_every(struct ev_loop *loop, ev_timer *w, int revents)
 			    job->ranks[i].restarts < o->max_restarts)
 				candidates++;
 		if (candidates > 0) {
-			int pick = (int)(next_random(job) % (uint64_t)candidates);
+			int pick = (int)(job_random(job) % (uint64_t)candidates);
 			for (int i = 0; i < job->nprocs && target == NULL; i++)
 				if (job->ranks[i].state == PROC_RUNNING &&
 				    job->ranks[i].restarts < o->max_restarts && pick-- == 0)
@@ -192,7 +176,7 @@ void ft_start(struct job *job)
 	job->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
 	/* Mix so that small seeds (1, 2, 3) give unrelated sequences. */
 	for (int i = 0; i < 4; i++)
-		next_random(job);
+		job_random(job);
 	if (o->kill_every_ns) {
 		double t = (double)o->kill_every_ns / 1e9;
 		output_verbose("fault injection: every %.3f s, %d kills at most, seed %llu", t,
@@ -404,30 +388,6 @@ void ft_rank_crashed(struct job *job, struct rank_proc *r, int sig, unsigned lon
 	r->crash_progress = progress;
 }
 
-void ft_describe_failures(int injected, int other, const char *noun, const char *first, char *buf,
-                          size_t len)
-{
-	size_t off = 0;
-	buf[0] = '\0';
-	if (injected)
-		off += (size_t)snprintf(buf, len, "%d injected kill%s", injected,
-		                        injected == 1 ? "" : "s");
-	if (other && off < len)
-		snprintf(buf + off, len - off, "%s%d %s%s (%s%s)", off ? ", " : "", other, noun,
-		         other == 1 ? "" : "s", other == 1 ? "" : "first: ", first);
-}
-
-void ft_describe_down(const char *back, const char *noun, int count, double total, double max,
-                      char *buf, size_t len)
-{
-	buf[0] = '\0';
-	if (count == 1)
-		snprintf(buf, len, "; %s %.3f s after its %s", back, total, noun);
-	else if (count > 1)
-		snprintf(buf, len, "; %s %.3f s after a %s on average, %.3f s at most", back,
-		         total / count, noun, max);
-}
-
 void ft_report(struct job *job)
 {
 	enum { RANKS_LISTED = 16 };
@@ -475,8 +435,8 @@ void ft_report(struct job *job)
 			snprintf(who, sizeof who, "rank %d replica %d", r->rank, r->replica);
 		else
 			snprintf(who, sizeof who, "rank %d", r->rank);
-		ft_describe_failures(r->injected_kills, r->other_failures, "failure",
-		                     r->first_failure, failures, sizeof failures);
+		describe_failures(r->injected_kills, r->other_failures, "failure", r->first_failure,
+		                  failures, sizeof failures);
 		if (o->replicas > 1)
 			snprintf(restarts, sizeof restarts, "; not restarted (replication)");
 		else if (r->restarts)
@@ -487,8 +447,8 @@ void ft_report(struct job *job)
 			         r->restarts_from_start);
 		else
 			snprintf(restarts, sizeof restarts, "; not restarted");
-		ft_describe_down("back in MPI_Init", "failure", r->down_count, r->down_total,
-		                 r->down_max, down, sizeof down);
+		describe_down("back in MPI_Init", "failure", r->down_count, r->down_total,
+		              r->down_max, down, sizeof down);
 		output_message("  %s: %s%s%s", who, failures, restarts, down);
 	}
 	if (more)

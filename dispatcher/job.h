@@ -313,8 +313,6 @@ void cmft_report(struct job *job);
 /* Called once the ranks are started: arms fault injection and the status
  * line. */
 void ft_start(struct job *job);
-/* The next number of the --seed sequence. */
-uint64_t ft_random(struct job *job);
 /* The job is stopping or done: no more kills; the final status line. */
 void ft_stop(struct job *job);
 /* The job is over (every CM reaped, its last counters read): the final
@@ -339,12 +337,6 @@ void ft_rank_init(struct job *job, struct rank_proc *r, bool from_image);
 void ft_rank_restored(struct job *job, struct rank_proc *r, unsigned long long image,
                       unsigned long long out, unsigned long long err);
 void ft_rank_crashed(struct job *job, struct rank_proc *r, int sig, unsigned long progress);
-/* For the fault report: "1 injected kill, 2 NOUNs (first: FIRST)", and
- * "; BACK 0.012 s after its NOUN" (count 1) or the mean and the most. */
-void ft_describe_failures(int injected, int other, const char *noun, const char *first, char *buf,
-                          size_t len);
-void ft_describe_down(const char *back, const char *noun, int count, double total, double max,
-                      char *buf, size_t len);
 /* The end of a run that had faults: what failed, what was restarted from
  * where, what was replayed, how long ranks were down (stderr). */
 void ft_report(struct job *job);
@@ -417,6 +409,15 @@ void describe_wait_status(int wait_status, char *buf, size_t len);
 int exit_status_of(int wait_status);
 /* "SIGTERM", or the number. */
 void signal_name(int sig, char *buf, size_t len);
+
+/* The next number of the --seed sequence (seeded by ft_start). */
+uint64_t job_random(struct job *job);
+/* For the fault report: "1 injected kill, 2 NOUNs (first: FIRST)", and
+ * "; BACK 0.012 s after its NOUN" (count 1) or the mean and the most. */
+void describe_failures(int injected, int other, const char *noun, const char *first, char *buf,
+                       size_t len);
+void describe_down(const char *back, const char *noun, int count, double total, double max,
+                   char *buf, size_t len);
 
 /* sig to every running rank's process group, and to every running CM's. */
 void signal_ranks(struct job *job, int sig);

@@ -176,3 +176,38 @@ char *cms_env_for(struct job *job, const struct rank_proc *r)
 	}
 	return env;
 }
+
+/* xorshift64*: reproducible for one --seed on every platform. */
+uint64_t job_random(struct job *job)
+{
+	uint64_t x = job->rng;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	job->rng = x;
+	return x * 0x2545F4914F6CDD1Dull;
+}
+
+void describe_failures(int injected, int other, const char *noun, const char *first, char *buf,
+                       size_t len)
+{
+	size_t off = 0;
+	buf[0] = '\0';
+	if (injected)
+		off += (size_t)snprintf(buf, len, "%d injected kill%s", injected,
+		                        injected == 1 ? "" : "s");
+	if (other && off < len)
+		snprintf(buf + off, len - off, "%s%d %s%s (%s%s)", off ? ", " : "", other, noun,
+		         other == 1 ? "" : "s", other == 1 ? "" : "first: ", first);
+}
+
+void describe_down(const char *back, const char *noun, int count, double total, double max,
+                   char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (count == 1)
+		snprintf(buf, len, "; %s %.3f s after its %s", back, total, noun);
+	else if (count > 1)
+		snprintf(buf, len, "; %s %.3f s after a %s on average, %.3f s at most", back,
+		         total / count, noun, max);
+}
