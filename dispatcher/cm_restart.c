@@ -75,14 +75,6 @@ void cmft_close(struct job *job)
 	job->journal_dir = NULL;
 }
 
-void cmft_journal_path(const struct job *job, int k, char *buf, size_t len)
-{
-	if (job->journal_dir)
-		snprintf(buf, len, "%s/cm-%d.journal", job->journal_dir, k);
-	else if (len)
-		buf[0] = '\0';
-}
-
 static void on_start_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct cm_proc *cm = w->data;

@@ -57,17 +57,6 @@ void detect_declare_failed(struct job *job, struct rank_proc *r, const char *why
 	remote_detach(job, r);
 }
 
-void detect_rank_spawned(struct job *job, struct rank_proc *r)
-{
-	if (ev_is_active(&r->lost_timer) || ev_is_pending(&r->lost_timer))
-		ev_timer_stop(job->loop, &r->lost_timer);
-	r->declared_failed = false;
-	r->failed_why[0] = '\0';
-	r->hb_watched = r->hb_finished = false;
-	r->mpi_started = r->from_image = r->kill_injected = r->crashed = false;
-	r->image = 0;
-}
-
 /* ---- lost connections ---- */
 
 /* Alive: not a zombie, and not on its way out (PF_EXITING, set before the

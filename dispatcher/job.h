@@ -295,8 +295,6 @@ int job_spawn_cm(struct job *job, struct cm_proc *cm);
 int cmft_open(struct job *job);
 /* Removes it and what it holds (the job is over, however it ended). */
 void cmft_close(struct job *job);
-/* CM k's journal file, "" without --cm-restart. */
-void cmft_journal_path(const struct job *job, int k, char *buf, size_t len);
 /* CM cm (marked exited, pipes read) ended during the run. Restarts it when
  * --cm-restart allows; true if it did (the job goes on), false when the
  * job must stop (a message saying why was printed if a limit did it). */
@@ -346,8 +344,6 @@ void ft_report(struct job *job);
 void detect_cm_spawned(struct job *job, struct cm_proc *cm);
 /* The CM exited: reads what is left in its report pipe, closes it. */
 void detect_cm_exited(struct job *job, struct cm_proc *cm);
-/* A rank incarnation was (re)spawned: fresh detection state. */
-void detect_rank_spawned(struct job *job, struct rank_proc *r);
 /* A heartbeat (or, finished, the last word of a finalized rank) came
  * over the control pipe. */
 void detect_heartbeat(struct job *job, int rank, unsigned incarnation, int replica, bool finished);

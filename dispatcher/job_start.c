@@ -182,6 +182,7 @@ int job_spawn_cm(struct job *job, struct cm_proc *cm)
 	cm->report_len = 0;
 	if (spawn_cm(job, cm) < 0)
 		return -1;
+	detect_cm_spawned(job, cm);
 	if (cm->ready_fd < 0)
 		return 0; /* remote: the address comes with its reports */
 	ev_io_init(&cm->ready_io, on_cm_ready, cm->ready_fd, EV_READ);

@@ -58,19 +58,6 @@ int spawn_rank(struct job *job, struct rank_proc *r);
 pid_t spawn_remote_server(struct job *job, int host, char **argv, int stdout_fd, int stderr_fd,
                           int *stdin_wr, char *why, size_t whylen);
 
-/* spawn_remote.c: spawn_rank and spawn_cm for a remote host (stdout and
- * stderr are the write ends of the rank's pipes; the CM's report, ready
- * and error pipes are taken over). */
-pid_t spawn_rank_remote(struct job *job, struct rank_proc *r, const char *rank_var,
-                        const char *incarnation_var, int out_wr, int err_wr, char *why,
-                        size_t whylen);
-int spawn_cm_remote(struct job *job, struct cm_proc *cm, char **argv, int ready[2], int err[2],
-                    int report[2]);
-
-/* The bookkeeping of a CM just started: its report pipe, stderr source
- * and ready pipe (-1: a remote CM, whose address comes with its reports). */
-void spawn_cm_started(struct job *job, struct cm_proc *cm, pid_t pid, int report_fd, int ready_fd,
-                      int err_fd);
 /* Starts cmserver number cm->index with a ready pipe the loop watches. */
 int spawn_cm(struct job *job, struct cm_proc *cm);
 
