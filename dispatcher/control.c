@@ -19,30 +19,91 @@ static struct rank_proc *reporter(struct job *job, const struct ctrl_line *l)
 	return r->state == PROC_RUNNING && r->incarnation == l->incarnation ? r : NULL;
 }
 
+/* A heartbeat (or, finished, the last word of a finalized rank): what
+ * detect.c's heartbeat check reads. */
+static void heartbeat(struct job *job, int rank, unsigned incarnation, int replica, bool finished)
+{
+	const struct cmrun_options *o = job->opts;
+	if (rank < 0 || rank >= o->nranks || replica < 0 || replica >= o->replicas)
+		return;
+	struct rank_proc *r = &job->ranks[rank * o->replicas + replica];
+	if (r->state != PROC_RUNNING || r->incarnation != incarnation)
+		return; /* a dead incarnation's last beat */
+	r->hb_watched = true;
+	r->hb_finished = r->hb_finished || finished;
+	r->hb_last = ev_now(job->loop);
+}
+
+/* ---- what a rank reports about itself ----
+ * Its incarnation is in MPI_Init (from the start or from a checkpoint
+ * image: the fault report's restart counts and times down); it is about to
+ * write filler for what it printed before its image; it dies of sig at
+ * progress (MPI requests made: ft.c compares it with the previous
+ * incarnation's). */
+
+static void rank_init(struct job *job, struct rank_proc *r, bool from_image)
+{
+	r->mpi_started = true;
+	r->from_image = r->from_image || from_image;
+	if (r->incarnation == 0 || r->died_at == 0)
+		return;
+	if (r->from_image)
+		r->restarts_from_image++;
+	else
+		r->restarts_from_start++;
+	double down = ev_now(job->loop) - r->died_at;
+	r->died_at = 0;
+	r->down_total += down;
+	r->down_count++;
+	if (down > r->down_max)
+		r->down_max = down;
+	char start[64];
+	describe_start(r->from_image, r->image, start, sizeof start);
+	output_verbose("rank %d incarnation %u %s: in MPI_Init %.3f s after its failure", r->rank,
+	               r->incarnation, start, down);
+}
+
+static void rank_restored(struct job *job, struct rank_proc *r, unsigned long long image,
+                          unsigned long long out, unsigned long long err)
+{
+	r->from_image = true;
+	r->image = image;
+	output_source_filler(r->out, out);
+	output_source_filler(r->err, err);
+}
+
+static void rank_crashed(struct job *job, struct rank_proc *r, int sig, unsigned long progress)
+{
+	r->crashed = true;
+	r->crash_sig = sig;
+	r->crash_progress = progress;
+}
+
 void control_handle_line(struct job *job, const char *line)
 {
 	struct ctrl_line l;
 	struct rank_proc *r;
 	switch (ctrl_line_parse(line, job->opts->nranks, job->opts->replicas, &l)) {
 	case CTRL_ABORT:
-		job_rank_aborted(job, l.rank, l.code);
+		output_verbose("rank %d called MPI_Abort(%d)", l.rank, l.code);
+		job->events.stop(job, l.code);
 		return;
 	case CTRL_HEARTBEAT:
 	case CTRL_FINALIZED:
-		/* detect.c checks the incarnation. */
-		detect_heartbeat(job, l.rank, l.incarnation, l.replica, l.kind == CTRL_FINALIZED);
+		/* heartbeat() checks the incarnation. */
+		heartbeat(job, l.rank, l.incarnation, l.replica, l.kind == CTRL_FINALIZED);
 		return;
-	case CTRL_INIT: /* client/heartbeat.h; ft.c */
+	case CTRL_INIT: /* client/heartbeat.h */
 		if ((r = reporter(job, &l)) != NULL)
-			ft_rank_init(job, r, l.from_image);
+			rank_init(job, r, l.from_image);
 		return;
 	case CTRL_RESTORED:
 		if ((r = reporter(job, &l)) != NULL)
-			ft_rank_restored(job, r, l.image, l.out, l.err);
+			rank_restored(job, r, l.image, l.out, l.err);
 		return;
 	case CTRL_CRASHED:
 		if ((r = reporter(job, &l)) != NULL)
-			ft_rank_crashed(job, r, l.sig, (unsigned long)l.progress);
+			rank_crashed(job, r, l.sig, (unsigned long)l.progress);
 		return;
 	case CTRL_HELLO: /* only the first line of a control connection */
 	case CTRL_BAD:

@@ -248,19 +248,6 @@ unsigned long long detect_replayed(const struct job *job)
 
 /* ---- heartbeats ---- */
 
-void detect_heartbeat(struct job *job, int rank, unsigned incarnation, int replica, bool finished)
-{
-	const struct cmrun_options *o = job->opts;
-	if (rank < 0 || rank >= o->nranks || replica < 0 || replica >= o->replicas)
-		return;
-	struct rank_proc *r = &job->ranks[rank * o->replicas + replica];
-	if (r->state != PROC_RUNNING || r->incarnation != incarnation)
-		return; /* a dead incarnation's last beat */
-	r->hb_watched = true;
-	r->hb_finished = r->hb_finished || finished;
-	r->hb_last = ev_now(job->loop);
-}
-
 static void on_heartbeat_check(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct job *job = w->data;

@@ -250,15 +250,6 @@ void ft_note_failure(struct job *job, struct rank_proc *r, int wait_status)
 	}
 }
 
-/* Where an incarnation began, for messages. */
-static void describe_start(bool from_image, unsigned long long image, char *buf, size_t len)
-{
-	if (from_image)
-		snprintf(buf, len, "resumed from checkpoint image %llu", image);
-	else
-		snprintf(buf, len, "re-executed from the start");
-}
-
 /* The re-execution r died at the point where its previous incarnation
  * died, of the same signal, neither sent by cmrun: a fault of the program
  * itself, which another restart would only repeat. "The point" is the
@@ -348,44 +339,6 @@ void ft_respawn(struct job *job, struct rank_proc *r)
 	}
 	output_source_follow(r->out, old_out, r->out_seen);
 	output_source_follow(r->err, old_err, r->err_seen);
-}
-
-void ft_rank_init(struct job *job, struct rank_proc *r, bool from_image)
-{
-	r->mpi_started = true;
-	r->from_image = r->from_image || from_image;
-	if (r->incarnation == 0 || r->died_at == 0)
-		return;
-	if (r->from_image)
-		r->restarts_from_image++;
-	else
-		r->restarts_from_start++;
-	double down = ev_now(job->loop) - r->died_at;
-	r->died_at = 0;
-	r->down_total += down;
-	r->down_count++;
-	if (down > r->down_max)
-		r->down_max = down;
-	char start[64];
-	describe_start(r->from_image, r->image, start, sizeof start);
-	output_verbose("rank %d incarnation %u %s: in MPI_Init %.3f s after its failure", r->rank,
-	               r->incarnation, start, down);
-}
-
-void ft_rank_restored(struct job *job, struct rank_proc *r, unsigned long long image,
-                      unsigned long long out, unsigned long long err)
-{
-	r->from_image = true;
-	r->image = image;
-	output_source_filler(r->out, out);
-	output_source_filler(r->err, err);
-}
-
-void ft_rank_crashed(struct job *job, struct rank_proc *r, int sig, unsigned long progress)
-{
-	r->crashed = true;
-	r->crash_sig = sig;
-	r->crash_progress = progress;
 }
 
 void ft_report(struct job *job)

@@ -266,12 +266,6 @@ static void on_step(struct ev_loop *loop, ev_prepare *w, int revents)
 
 /* ---- events ---- */
 
-void job_rank_aborted(struct job *job, int rank, int code)
-{
-	output_verbose("rank %d called MPI_Abort(%d)", rank, code);
-	job_fail(job, code);
-}
-
 static void reap_dying_cms(struct job *job);
 static void cm_exited(struct job *job, struct cm_proc *cm, int wait_status);
 
@@ -525,6 +519,7 @@ int job_run(struct job *job)
 	struct ev_loop *loop = job->loop;
 
 	ev_set_userdata(loop, job);
+	job->events.stop = job_stop;
 	job->control_rd = job->control_wr = -1;
 	job->nprocs = o->nranks * o->replicas;
 	job->ranks = calloc((size_t)job->nprocs, sizeof *job->ranks);

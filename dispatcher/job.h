@@ -140,8 +140,18 @@ enum job_phase {
 	PHASE_DONE,
 };
 
+struct job;
+
+/* What the files below the event loop report to it: they never call it.
+ * job_run fills this in before anything starts. */
+struct job_events {
+	/* Stop the job with that status (the first reason decides). */
+	void (*stop)(struct job *job, int status);
+};
+
 struct job {
 	const struct cmrun_options *opts;
+	struct job_events events;
 	struct ev_loop *loop;
 	char secret[CM_SECRET_LEN + 1];
 	char *program_path;  /* PROGRAM resolved like execvp */
@@ -264,8 +274,6 @@ struct job {
 int job_run(struct job *job);
 /* Stops the job with that status (the first reason decides). */
 void job_stop(struct job *job, int status);
-/* A rank reported MPI_Abort(code): the job stops with that status. */
-void job_rank_aborted(struct job *job, int rank, int code);
 /* CM cm reported where it listens ("HOST:PORT" text). */
 void job_cm_ready(struct job *job, struct cm_proc *cm, const char *text);
 /* Releases what the job holds (after job_run and output_shutdown). */
@@ -327,14 +335,6 @@ void ft_note_failure(struct job *job, struct rank_proc *r, int wait_status);
 /* Spawns r's next incarnation (counted already) and skips the output its
  * predecessors printed; stops the job if that fails. */
 void ft_respawn(struct job *job, struct rank_proc *r);
-/* A rank's reports over the control pipe (control.c): it is in MPI_Init
- * (from the start or from a checkpoint image); it is about to write
- * filler for what it printed before its image; it dies of sig at progress
- * (MPI requests made). */
-void ft_rank_init(struct job *job, struct rank_proc *r, bool from_image);
-void ft_rank_restored(struct job *job, struct rank_proc *r, unsigned long long image,
-                      unsigned long long out, unsigned long long err);
-void ft_rank_crashed(struct job *job, struct rank_proc *r, int sig, unsigned long progress);
 /* The end of a run that had faults: what failed, what was restarted from
  * where, what was replayed, how long ranks were down (stderr). */
 void ft_report(struct job *job);
@@ -344,9 +344,6 @@ void ft_report(struct job *job);
 void detect_cm_spawned(struct job *job, struct cm_proc *cm);
 /* The CM exited: reads what is left in its report pipe, closes it. */
 void detect_cm_exited(struct job *job, struct cm_proc *cm);
-/* A heartbeat (or, finished, the last word of a finalized rank) came
- * over the control pipe. */
-void detect_heartbeat(struct job *job, int rank, unsigned incarnation, int replica, bool finished);
 /* Arms the heartbeat check (run phase), and stops it. */
 void detect_start(struct job *job);
 void detect_stop(struct job *job);
@@ -406,6 +403,9 @@ int exit_status_of(int wait_status);
 /* "SIGTERM", or the number. */
 void signal_name(int sig, char *buf, size_t len);
 
+/* Where an incarnation began, for messages: "resumed from checkpoint
+ * image N" or "re-executed from the start". */
+void describe_start(bool from_image, unsigned long long image, char *buf, size_t len);
 /* The next number of the --seed sequence (seeded by ft_start). */
 uint64_t job_random(struct job *job);
 /* For the fault report: "1 injected kill, 2 NOUNs (first: FIRST)", and

@@ -211,3 +211,11 @@ void describe_down(const char *back, const char *noun, int count, double total, 
 		snprintf(buf, len, "; %s %.3f s after a %s on average, %.3f s at most", back,
 		         total / count, noun, max);
 }
+
+void describe_start(bool from_image, unsigned long long image, char *buf, size_t len)
+{
+	if (from_image)
+		snprintf(buf, len, "resumed from checkpoint image %llu", image);
+	else
+		snprintf(buf, len, "re-executed from the start");
+}
