@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "output.h"
+#include "spawn.h"
 
 int cmft_open(struct job *job)
 {
@@ -85,14 +86,15 @@ static void on_start_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 	               "%.0f s; stopping the job",
 	               cm->index, (int)cm->pid, CMRUN_CM_START_TIMEOUT);
 	cm->died = true;
-	job_stop(job, CMRUN_EXIT_FAILURE);
+	job->events.stop(job, CMRUN_EXIT_FAILURE);
 }
 
 /* Starts it again, bounded by CMRUN_CM_START_TIMEOUT. 0, or -1 printed. */
 static int respawn(struct job *job, struct cm_proc *cm)
 {
-	if (job_spawn_cm(job, cm) < 0)
+	if (spawn_cm(job, cm) < 0)
 		return -1;
+	detect_cm_spawned(job, cm);
 	ev_timer_init(&cm->start_timer, on_start_timeout, CMRUN_CM_START_TIMEOUT, 0.);
 	cm->start_timer.data = cm;
 	ev_timer_start(job->loop, &cm->start_timer);
@@ -107,7 +109,7 @@ static void on_respawn(struct ev_loop *loop, ev_timer *w, int revents)
 		return;
 	output_message("cmserver %d: restarting it failed; stopping the job", cm->index);
 	cm->died = true;
-	job_stop(job, CMRUN_EXIT_FAILURE);
+	job->events.stop(job, CMRUN_EXIT_FAILURE);
 }
 
 bool cmft_cm_died(struct job *job, struct cm_proc *cm, int wait_status)

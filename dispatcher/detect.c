@@ -148,7 +148,7 @@ static void report_line(struct job *job, struct cm_proc *cm, const char *line)
 	/* A remote CM's first line on its stdout (spawn.c). */
 	static const char listening[] = "cmserver: listening on ";
 	if (cm->remote && strncmp(line, listening, sizeof listening - 1) == 0) {
-		job_cm_ready(job, cm, line + sizeof listening - 1);
+		job->events.cm_ready(job, cm, line + sizeof listening - 1);
 		return;
 	}
 	if (strcmp(line, "stopping") == 0) {
@@ -183,7 +183,7 @@ static void read_reports(struct job *job, struct cm_proc *cm)
 			cm->report_fd = -1;
 			/* Only its exit closes it: a CM dying during the run. */
 			if (cm->state == PROC_RUNNING && job->phase == PHASE_RUN)
-				job_cm_gone(job, cm);
+				job->events.cm_gone(job, cm);
 			return;
 		}
 		cm->report_len += (size_t)n;
@@ -206,16 +206,58 @@ static void on_report(struct ev_loop *loop, ev_io *w, int revents)
 	read_reports(ev_userdata(loop), w->data);
 }
 
+/* A local CM's --ready-fd pipe: its address, one line. */
+static void on_cm_ready(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct cm_proc *cm = w->data;
+	struct job *job = ev_userdata(loop);
+	ssize_t n = read(cm->ready_fd, cm->ready_buf + cm->ready_len,
+	                 sizeof cm->ready_buf - 1 - cm->ready_len);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n <= 0) {
+		/* Closed without an address: its exit (reported on its own) or
+		 * the start-up bound decides what happens next. */
+		ev_io_stop(loop, w);
+		close(cm->ready_fd);
+		cm->ready_fd = -1;
+		return;
+	}
+	cm->ready_len += (size_t)n;
+	cm->ready_buf[cm->ready_len] = '\0';
+	char *nl = strchr(cm->ready_buf, '\n');
+	if (nl == NULL) {
+		if (cm->ready_len == sizeof cm->ready_buf - 1) {
+			output_message(
+			    "error: cmserver %d wrote a malformed address on its ready pipe",
+			    cm->index);
+			ev_io_stop(loop, w);
+			job->events.stop(job, CMRUN_EXIT_FAILURE);
+		}
+		return;
+	}
+	*nl = '\0';
+	ev_io_stop(loop, w);
+	close(cm->ready_fd);
+	cm->ready_fd = -1;
+	job->events.cm_ready(job, cm, cm->ready_buf);
+}
+
 void detect_cm_spawned(struct job *job, struct cm_proc *cm)
 {
-	if (cm->report_fd < 0)
-		return;
-	ev_io_init(&cm->report_io, on_report, cm->report_fd, EV_READ);
-	cm->report_io.data = cm;
-	/* Before the ranks' output in the same loop iteration: a CM's death
-	 * is named before the errors of the ranks it cut off. */
-	ev_set_priority(&cm->report_io, EV_MAXPRI);
-	ev_io_start(job->loop, &cm->report_io);
+	if (cm->report_fd >= 0) {
+		ev_io_init(&cm->report_io, on_report, cm->report_fd, EV_READ);
+		cm->report_io.data = cm;
+		/* Before the ranks' output in the same loop iteration: a CM's
+		 * death is named before the errors of the ranks it cut off. */
+		ev_set_priority(&cm->report_io, EV_MAXPRI);
+		ev_io_start(job->loop, &cm->report_io);
+	}
+	if (cm->ready_fd < 0)
+		return; /* remote: the address comes with its reports */
+	ev_io_init(&cm->ready_io, on_cm_ready, cm->ready_fd, EV_READ);
+	cm->ready_io.data = cm;
+	ev_io_start(job->loop, &cm->ready_io);
 }
 
 void detect_cm_exited(struct job *job, struct cm_proc *cm)

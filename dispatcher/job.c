@@ -385,7 +385,10 @@ static void cm_exited(struct job *job, struct cm_proc *cm, int wait_status)
  * (its exit is under way: unmapping a large log takes a while). */
 #define CM_GONE_WAIT_MS 1000
 
-void job_cm_gone(struct job *job, struct cm_proc *cm)
+/* A CM's report pipe ended during the run: it is dying. Reaps it (a short
+ * bounded wait) and stops the job naming it, before the errors of the
+ * ranks it leaves behind are judged. */
+static void job_cm_gone(struct job *job, struct cm_proc *cm)
 {
 	int status;
 	for (int waited = 0; cm->state == PROC_RUNNING; waited += 10) {
@@ -520,6 +523,8 @@ int job_run(struct job *job)
 
 	ev_set_userdata(loop, job);
 	job->events.stop = job_stop;
+	job->events.cm_ready = job_cm_ready;
+	job->events.cm_gone = job_cm_gone;
 	job->control_rd = job->control_wr = -1;
 	job->nprocs = o->nranks * o->replicas;
 	job->ranks = calloc((size_t)job->nprocs, sizeof *job->ranks);

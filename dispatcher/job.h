@@ -147,6 +147,11 @@ struct job;
 struct job_events {
 	/* Stop the job with that status (the first reason decides). */
 	void (*stop)(struct job *job, int status);
+	/* CM cm reported where it listens, "HOST:PORT" then " unix:@NAME"
+	 * unless it runs --no-unix (detect.c). */
+	void (*cm_ready)(struct job *job, struct cm_proc *cm, const char *text);
+	/* CM cm's report pipe ended during the run: it is dying (detect.c). */
+	void (*cm_gone)(struct job *job, struct cm_proc *cm);
 };
 
 struct job {
@@ -274,14 +279,14 @@ struct job {
 int job_run(struct job *job);
 /* Stops the job with that status (the first reason decides). */
 void job_stop(struct job *job, int status);
-/* CM cm reported where it listens ("HOST:PORT" text). */
-void job_cm_ready(struct job *job, struct cm_proc *cm, const char *text);
 /* Releases what the job holds (after job_run and output_shutdown). */
 void job_free(struct job *job);
 /* Moves the job to phase, bounded by bound seconds (0: unbounded). */
 void job_enter_phase(struct job *job, enum job_phase phase, double bound);
 
 /* job_start.c: starting the job's processes. */
+/* CM cm reported where it listens (job->events.cm_ready). */
+void job_cm_ready(struct job *job, struct cm_proc *cm, const char *text);
 /* Starts every CM; the loop waits for their addresses (PHASE_START_CMS). */
 void job_start_cms(struct job *job);
 /* The ranks' environment, then every rank (PHASE_RUN). */
@@ -289,14 +294,6 @@ void job_start_ranks(struct job *job);
 /* Direct transport: a listening socket per local rank, a port per remote
  * one (--port-base), and the peer list. 0 or -1 after printing why. */
 int job_open_direct_listeners(struct job *job);
-
-/* A CM's report pipe ended during the run: it is dying. Reaps it (a short
- * bounded wait) and stops the job naming it, before the errors of the
- * ranks it leaves behind are judged. */
-void job_cm_gone(struct job *job, struct cm_proc *cm);
-
-/* Spawns CM cm (spawn_cm) and watches its ready pipe. 0, or -1 printed. */
-int job_spawn_cm(struct job *job, struct cm_proc *cm);
 
 /* cm_restart.c: --cm-restart, --kill-cm-at, --kill-cm-every. */
 /* Makes the journal directory (--cm-restart). 0, or -1 printed. */
@@ -340,7 +337,7 @@ void ft_respawn(struct job *job, struct rank_proc *r);
 void ft_report(struct job *job);
 
 /* detect.c: failure detection. */
-/* Starts reading a just-spawned CM's report pipe. */
+/* Starts reading a just-spawned CM's report pipe and ready pipe. */
 void detect_cm_spawned(struct job *job, struct cm_proc *cm);
 /* The CM exited: reads what is left in its report pipe, closes it. */
 void detect_cm_exited(struct job *job, struct cm_proc *cm);

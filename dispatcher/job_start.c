@@ -81,42 +81,6 @@ void job_start_ranks(struct job *job)
 		ft_start(job);
 }
 
-static void on_cm_ready(struct ev_loop *loop, ev_io *w, int revents)
-{
-	struct cm_proc *cm = w->data;
-	struct job *job = ev_userdata(loop);
-	ssize_t n = read(cm->ready_fd, cm->ready_buf + cm->ready_len,
-	                 sizeof cm->ready_buf - 1 - cm->ready_len);
-	if (n < 0 && (errno == EINTR || errno == EAGAIN))
-		return;
-	if (n <= 0) {
-		/* Closed without an address: its exit (reported on its own) or
-		 * the start-up bound decides what happens next. */
-		ev_io_stop(loop, w);
-		close(cm->ready_fd);
-		cm->ready_fd = -1;
-		return;
-	}
-	cm->ready_len += (size_t)n;
-	cm->ready_buf[cm->ready_len] = '\0';
-	char *nl = strchr(cm->ready_buf, '\n');
-	if (nl == NULL) {
-		if (cm->ready_len == sizeof cm->ready_buf - 1) {
-			output_message(
-			    "error: cmserver %d wrote a malformed address on its ready pipe",
-			    cm->index);
-			ev_io_stop(loop, w);
-			job_stop(job, CMRUN_EXIT_FAILURE);
-		}
-		return;
-	}
-	*nl = '\0';
-	ev_io_stop(loop, w);
-	close(cm->ready_fd);
-	cm->ready_fd = -1;
-	job_cm_ready(job, cm, cm->ready_buf);
-}
-
 /* text: "HOST:PORT", then " unix:@NAME" unless the CM runs --no-unix. */
 void job_cm_ready(struct job *job, struct cm_proc *cm, const char *text)
 {
@@ -168,27 +132,13 @@ void job_cm_ready(struct job *job, struct cm_proc *cm, const char *text)
 void job_start_cms(struct job *job)
 {
 	job_enter_phase(job, PHASE_START_CMS, CMRUN_CM_START_TIMEOUT);
-	for (int i = 0; i < job->ncms; i++)
-		if (job_spawn_cm(job, &job->cms[i]) < 0) {
+	for (int i = 0; i < job->ncms; i++) {
+		if (spawn_cm(job, &job->cms[i]) < 0) {
 			job_stop(job, CMRUN_EXIT_FAILURE);
 			return;
 		}
-}
-
-int job_spawn_cm(struct job *job, struct cm_proc *cm)
-{
-	cm->ready = false;
-	cm->ready_len = 0;
-	cm->report_len = 0;
-	if (spawn_cm(job, cm) < 0)
-		return -1;
-	detect_cm_spawned(job, cm);
-	if (cm->ready_fd < 0)
-		return 0; /* remote: the address comes with its reports */
-	ev_io_init(&cm->ready_io, on_cm_ready, cm->ready_fd, EV_READ);
-	cm->ready_io.data = cm;
-	ev_io_start(job->loop, &cm->ready_io);
-	return 0;
+		detect_cm_spawned(job, &job->cms[i]);
+	}
 }
 
 int job_open_direct_listeners(struct job *job)

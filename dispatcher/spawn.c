@@ -686,6 +686,9 @@ static void journal_path(const struct job *job, int k, char *buf, size_t len)
 int spawn_cm(struct job *job, struct cm_proc *cm)
 {
 	const struct cmrun_options *o = job->opts;
+	cm->ready = false;
+	cm->ready_len = 0;
+	cm->report_len = 0;
 	int ready[2] = {-1, -1}, err[2] = {-1, -1}, report[2] = {-1, -1};
 	char why[PATH_MAX + 256];
 
