@@ -1,6 +1,9 @@
 /* Fault tolerance in cmrun: restarting ranks killed by a signal, fault
  * injection (--kill-every, --kill-at) and the --status line.
  *
+ * Remote ranks whose host may be dead are restarted once that is known
+ * (node failure, below).
+ *
  * Only transport cm restarts ranks: the channel memories hold every message
  * a rank received, so a new incarnation re-executes from the start and gets
  * the same messages again (docs/fault-tolerance.md). A rank that exits on
@@ -18,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "launch.h"
 #include "output.h"
 #include "spawn.h"
 
@@ -85,6 +89,137 @@ static void on_status(struct ev_loop *loop, ev_timer *w, int revents)
 	show_status(w->data, false);
 }
 
+/* Spawns r's next incarnation (counted already) and skips the output its
+ * predecessors printed; stops the job if that fails. */
+static void respawn(struct job *job, struct rank_proc *r)
+{
+	struct out_source *old_out = r->out, *old_err = r->err;
+	if (spawn_rank(job, r) < 0) {
+		output_message("rank %d: restarting it failed", r->rank);
+		r->stop_reported = true;
+		job->events.stop(job, CMRUN_EXIT_FAILURE);
+		return;
+	}
+	output_source_follow(r->out, old_out, r->out_seen);
+	output_source_follow(r->err, old_err, r->err_seen);
+}
+
+/* ---- node failure (remote hosts, docs/deployment.md) ----
+ * A lost remote rank is restarted CMRUN_HOST_CONFIRM later, once cmrun
+ * knows whether its host is dead (every rank there lost or silent, or
+ * --kill-host): then on the surviving rank host with the fewest ranks,
+ * else on its own host. remote.c allocates host_dead. */
+
+/* The host is dead from now on: its ranks restart elsewhere. */
+static void host_killed(struct job *job, int host)
+{
+	if (job->host_dead && !job->host_dead[host]) {
+		job->host_dead[host] = true;
+		output_verbose("host %s is dead: its ranks restart elsewhere",
+		               job->opts->hosts.list[host].name);
+	}
+}
+
+/* The surviving rank host with the fewest ranks, or -1. */
+static int surviving_host(struct job *job)
+{
+	const struct cmrun_options *o = job->opts;
+	int best = -1, best_load = 0;
+	for (int h = 0; h < o->hosts.count; h++) {
+		if (job->host_dead[h] || !(o->hosts.list[h].roles & HOST_ROLE_RANK))
+			continue;
+		int load = 0;
+		for (int i = 0; i < job->nprocs; i++)
+			load += job->ranks[i].host_index == h;
+		if (best < 0 || load < best_load) {
+			best = h;
+			best_load = load;
+		}
+	}
+	return best;
+}
+
+static void respawn_on_host(struct job *job, struct rank_proc *r)
+{
+	const struct cmrun_options *o = job->opts;
+	r->relocate_pending = false;
+	job->restarts_pending--;
+	if (job->phase != PHASE_RUN)
+		return;
+	if (job->host_dead[r->host_index]) {
+		int to = surviving_host(job);
+		if (to < 0) {
+			output_message(
+			    "warning: rank %d: every rank host is dead; restarting it on "
+			    "%s again",
+			    r->rank, r->host);
+		} else {
+			output_verbose("rank %d moves from host %s to host %s", r->rank, r->host,
+			               o->hosts.list[to].name);
+			r->host_index = to;
+			r->host = o->hosts.list[to].name;
+			r->remote = launch_is_remote(o, to);
+		}
+	}
+	respawn(job, r);
+}
+
+/* Every rank of a host with a restart pending: is the host dead? */
+static void on_host_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct job *job = w->data;
+	const struct cmrun_options *o = job->opts;
+	double silent_after = (double)o->heartbeat_timeout_ns / 2e9;
+	ev_now_update(loop);
+	for (int h = 0; h < o->hosts.count; h++) {
+		int pending = 0, alive = 0;
+		for (int i = 0; i < job->nprocs; i++) {
+			struct rank_proc *r = &job->ranks[i];
+			if (r->host_index != h)
+				continue;
+			if (r->relocate_pending)
+				pending++;
+			else if (r->state == PROC_RUNNING && !r->declared_failed &&
+			         !(o->heartbeat_timeout_ns && r->hb_watched && !r->hb_finished &&
+			           ev_now(loop) - r->hb_last > silent_after))
+				alive++;
+		}
+		if (pending == 0)
+			continue;
+		if (alive == 0 && job->phase == PHASE_RUN)
+			host_killed(job, h);
+		/* Silent ones on a dead host go too (their exit restarts them). */
+		for (int i = 0; i < job->nprocs && job->host_dead[h]; i++) {
+			struct rank_proc *r = &job->ranks[i];
+			if (r->host_index == h && r->state == PROC_RUNNING && !r->relocate_pending)
+				detect_declare_failed(job, r, "its host is dead");
+		}
+		for (int i = 0; i < job->nprocs; i++)
+			if (job->ranks[i].host_index == h && job->ranks[i].relocate_pending)
+				respawn_on_host(job, &job->ranks[i]);
+	}
+}
+
+/* A remote rank r (incarnation already counted) is to be restarted: on a
+ * surviving host when its own is dead (all its ranks lost or silent
+ * within CMRUN_HOST_CONFIRM, or --kill-host), else on its own host.
+ * Counted in restarts_pending until then. Returns true. */
+static bool restart_later(struct job *job, struct rank_proc *r)
+{
+	r->relocate_pending = true;
+	job->restarts_pending++;
+	if (job->host_dead[r->host_index]) {
+		respawn_on_host(job, r);
+		return true;
+	}
+	if (!ev_is_active(&job->host_timer)) {
+		ev_timer_init(&job->host_timer, on_host_timer, CMRUN_HOST_CONFIRM, 0.);
+		job->host_timer.data = job;
+		ev_timer_start(job->loop, &job->host_timer);
+	}
+	return true;
+}
+
 static bool kill_rank(struct job *job, struct rank_proc *r, int sig, const char *why)
 {
 	char name[32];
@@ -121,7 +256,7 @@ static void on_kill_host(struct ev_loop *loop, ev_timer *w, int revents)
 	output_verbose("--kill-host: host %s, %d rank%s killed", o->hosts.list[o->kill_host].name,
 	               killed, killed == 1 ? "" : "s");
 	/* A remote job moves the host's ranks away, as after a node crash. */
-	remote_host_killed(job, o->kill_host);
+	host_killed(job, o->kill_host);
 }
 
 static void on_kill_every(struct ev_loop *loop, ev_timer *w, int revents)
@@ -317,7 +452,7 @@ bool ft_rank_failed(struct job *job, struct rank_proc *r, int wait_status)
 	output_verbose("rank %d (pid %d) %s: restarting it as incarnation %u (restart %d of %d)",
 	               r->rank, (int)r->pid, how, r->incarnation, r->restarts, o->max_restarts);
 	if (r->remote)
-		return remote_restart_later(job, r); /* where depends on its host's fate */
+		return restart_later(job, r); /* where depends on its host's fate */
 	struct out_source *old_out = r->out, *old_err = r->err;
 	if (spawn_rank(job, r) < 0) {
 		output_message("rank %d %s, and restarting it failed", r->rank, how);
@@ -326,19 +461,6 @@ bool ft_rank_failed(struct job *job, struct rank_proc *r, int wait_status)
 	output_source_follow(r->out, old_out, r->out_seen);
 	output_source_follow(r->err, old_err, r->err_seen);
 	return true;
-}
-
-void ft_respawn(struct job *job, struct rank_proc *r)
-{
-	struct out_source *old_out = r->out, *old_err = r->err;
-	if (spawn_rank(job, r) < 0) {
-		output_message("rank %d: restarting it failed", r->rank);
-		r->stop_reported = true;
-		job_stop(job, CMRUN_EXIT_FAILURE);
-		return;
-	}
-	output_source_follow(r->out, old_out, r->out_seen);
-	output_source_follow(r->err, old_err, r->err_seen);
 }
 
 void ft_report(struct job *job)

@@ -525,6 +525,7 @@ int job_run(struct job *job)
 	job->events.stop = job_stop;
 	job->events.cm_ready = job_cm_ready;
 	job->events.cm_gone = job_cm_gone;
+	job->events.connection_lost = detect_confirm_lost;
 	job->control_rd = job->control_wr = -1;
 	job->nprocs = o->nranks * o->replicas;
 	job->ranks = calloc((size_t)job->nprocs, sizeof *job->ranks);

@@ -152,6 +152,9 @@ struct job_events {
 	void (*cm_ready)(struct job *job, struct cm_proc *cm, const char *text);
 	/* CM cm's report pipe ended during the run: it is dying (detect.c). */
 	void (*cm_gone)(struct job *job, struct cm_proc *cm);
+	/* r's control connection ended while it ran, without "finalized"
+	 * (remote.c); r->lost_incarnation and r->lost_cm say which. */
+	void (*connection_lost)(struct job *job, struct rank_proc *r);
 };
 
 struct job {
@@ -329,9 +332,6 @@ bool ft_rank_failed(struct job *job, struct rank_proc *r, int wait_status);
 /* Counts r's death during the run (by a signal, or declared failed) for
  * the fault report, before it is judged. */
 void ft_note_failure(struct job *job, struct rank_proc *r, int wait_status);
-/* Spawns r's next incarnation (counted already) and skips the output its
- * predecessors printed; stops the job if that fails. */
-void ft_respawn(struct job *job, struct rank_proc *r);
 /* The end of a run that had faults: what failed, what was restarted from
  * where, what was replayed, how long ranks were down (stderr). */
 void ft_report(struct job *job);
@@ -370,14 +370,6 @@ void remote_await_reports(struct job *job, int wait_ms);
 void remote_detach(struct job *job, struct rank_proc *r);
 /* Closes every connection and the listener (teardown). */
 void remote_close(struct job *job);
-/* A remote rank r (incarnation already counted) is to be restarted: on a
- * surviving host when its own is dead (all its ranks lost or silent
- * within CMRUN_HOST_CONFIRM, or --kill-host), else on its own host.
- * Counted in restarts_pending until then. Returns true. */
-bool remote_restart_later(struct job *job, struct rank_proc *r);
-/* --kill-host on a remote job: the host is dead from now on. */
-void remote_host_killed(struct job *job, int host);
-
 /* control.c: one report line ("abort R C", "heartbeat R I K", ...). */
 void control_handle_line(struct job *job, const char *line);
 

@@ -15,10 +15,9 @@
  *    the process, so a rank that was cut off does not run on as a stale
  *    incarnation once its host is reachable again.
  *
- * Node failure: a lost remote rank is restarted CMRUN_HOST_CONFIRM later,
- * once cmrun knows whether its host is dead (every rank there lost or
- * silent, or --kill-host): then on the surviving rank host with the
- * fewest ranks, else on its own host. */
+ * What a lost connection means is decided above this file: it reports
+ * the loss through job->events (detect.c confirms it), and ft.c restarts
+ * remote ranks on a surviving host when theirs is dead (node failure). */
 #include <config.h>
 
 #include "job.h"
@@ -124,10 +123,11 @@ static void conn_lost(struct job *job, struct ctrl_conn *c)
 		return;
 	output_verbose("rank %d incarnation %u: its control connection ended", r->rank,
 	               r->incarnation);
-	/* detect.c confirms: a process exiting on its own is reaped first. */
+	/* Confirmed later (detect.c): a process exiting on its own is reaped
+	 * first. */
 	r->lost_incarnation = r->incarnation;
 	r->lost_cm = -1;
-	detect_confirm_lost(job, r);
+	job->events.connection_lost(job, r);
 }
 
 /* Reads and handles what the connection holds; false once it is closed. */
@@ -393,111 +393,4 @@ void remote_close(struct job *job)
 		ev_timer_stop(job->loop, &job->host_timer);
 	free(job->host_dead);
 	job->host_dead = NULL;
-}
-
-/* ---- node failure ---- */
-
-void remote_host_killed(struct job *job, int host)
-{
-	if (job->host_dead && !job->host_dead[host]) {
-		job->host_dead[host] = true;
-		output_verbose("host %s is dead: its ranks restart elsewhere",
-		               job->opts->hosts.list[host].name);
-	}
-}
-
-/* The surviving rank host with the fewest ranks, or -1. */
-static int surviving_host(struct job *job)
-{
-	const struct cmrun_options *o = job->opts;
-	int best = -1, best_load = 0;
-	for (int h = 0; h < o->hosts.count; h++) {
-		if (job->host_dead[h] || !(o->hosts.list[h].roles & HOST_ROLE_RANK))
-			continue;
-		int load = 0;
-		for (int i = 0; i < job->nprocs; i++)
-			load += job->ranks[i].host_index == h;
-		if (best < 0 || load < best_load) {
-			best = h;
-			best_load = load;
-		}
-	}
-	return best;
-}
-
-static void respawn(struct job *job, struct rank_proc *r)
-{
-	const struct cmrun_options *o = job->opts;
-	r->relocate_pending = false;
-	job->restarts_pending--;
-	if (job->phase != PHASE_RUN)
-		return;
-	if (job->host_dead[r->host_index]) {
-		int to = surviving_host(job);
-		if (to < 0) {
-			output_message(
-			    "warning: rank %d: every rank host is dead; restarting it on "
-			    "%s again",
-			    r->rank, r->host);
-		} else {
-			output_verbose("rank %d moves from host %s to host %s", r->rank, r->host,
-			               o->hosts.list[to].name);
-			r->host_index = to;
-			r->host = o->hosts.list[to].name;
-			r->remote = launch_is_remote(o, to);
-		}
-	}
-	ft_respawn(job, r);
-}
-
-/* Every rank of a host with a restart pending: is the host dead? */
-static void on_host_timer(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	struct job *job = w->data;
-	const struct cmrun_options *o = job->opts;
-	double silent_after = (double)o->heartbeat_timeout_ns / 2e9;
-	ev_now_update(loop);
-	for (int h = 0; h < o->hosts.count; h++) {
-		int pending = 0, alive = 0;
-		for (int i = 0; i < job->nprocs; i++) {
-			struct rank_proc *r = &job->ranks[i];
-			if (r->host_index != h)
-				continue;
-			if (r->relocate_pending)
-				pending++;
-			else if (r->state == PROC_RUNNING && !r->declared_failed &&
-			         !(o->heartbeat_timeout_ns && r->hb_watched && !r->hb_finished &&
-			           ev_now(loop) - r->hb_last > silent_after))
-				alive++;
-		}
-		if (pending == 0)
-			continue;
-		if (alive == 0 && job->phase == PHASE_RUN)
-			remote_host_killed(job, h);
-		/* Silent ones on a dead host go too (their exit restarts them). */
-		for (int i = 0; i < job->nprocs && job->host_dead[h]; i++) {
-			struct rank_proc *r = &job->ranks[i];
-			if (r->host_index == h && r->state == PROC_RUNNING && !r->relocate_pending)
-				detect_declare_failed(job, r, "its host is dead");
-		}
-		for (int i = 0; i < job->nprocs; i++)
-			if (job->ranks[i].host_index == h && job->ranks[i].relocate_pending)
-				respawn(job, &job->ranks[i]);
-	}
-}
-
-bool remote_restart_later(struct job *job, struct rank_proc *r)
-{
-	r->relocate_pending = true;
-	job->restarts_pending++;
-	if (job->host_dead[r->host_index]) {
-		respawn(job, r);
-		return true;
-	}
-	if (!ev_is_active(&job->host_timer)) {
-		ev_timer_init(&job->host_timer, on_host_timer, CMRUN_HOST_CONFIRM, 0.);
-		job->host_timer.data = job;
-		ev_timer_start(job->loop, &job->host_timer);
-	}
-	return true;
 }
