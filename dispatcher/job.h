@@ -280,24 +280,8 @@ struct job {
 
 /* job.c: runs the job to its end and returns cmrun's exit status. */
 int job_run(struct job *job);
-/* Stops the job with that status (the first reason decides). */
-void job_stop(struct job *job, int status);
 /* Releases what the job holds (after job_run and output_shutdown). */
 void job_free(struct job *job);
-/* Moves the job to phase, bounded by bound seconds (0: unbounded). */
-void job_enter_phase(struct job *job, enum job_phase phase, double bound);
-
-/* job_start.c: starting the job's processes. */
-/* CM cm reported where it listens (job->events.cm_ready). */
-void job_cm_ready(struct job *job, struct cm_proc *cm, const char *text);
-/* Starts every CM; the loop waits for their addresses (PHASE_START_CMS). */
-void job_start_cms(struct job *job);
-/* The ranks' environment, then every rank (PHASE_RUN). */
-void job_start_ranks(struct job *job);
-/* Direct transport: a listening socket per local rank, a port per remote
- * one (--port-base), and the peer list. 0 or -1 after printing why. */
-int job_open_direct_listeners(struct job *job);
-
 /* cm_restart.c: --cm-restart, --kill-cm-at, --kill-cm-every. */
 /* Makes the journal directory (--cm-restart). 0, or -1 printed. */
 int cmft_open(struct job *job);
