@@ -23,6 +23,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cm_restart.h"
+#include "detect.h"
 #include "output.h"
 #include "spawn.h"
 

@@ -2,19 +2,20 @@
  * machine, forwards their output, and tears everything down at the end.
  *
  *   options.c  command line
- *   spawn.c    finding executables, environments, fork/exec
+ *   spawn.c    finding executables, environments, fork/exec, launchers
  *   output.c   forwarding of the children's output, whole lines
  *   input.c    cmrun's stdin to rank 0
  *   procs.c    the rank and CM tables: wait statuses, signalling, addresses
- *   job.c      the event loop: start-up, exits, signals, timeout, teardown
+ *   job.c      the event loop, on top: start-up, exits, signals, timeout,
+ *              teardown; the files below report to it through job->events
  *   hosts.c    --hosts / --host: hosts, their roles, placement (--map-by)
  *   launch.c   --launch: ssh, srun, netns, templates
- *   remote.c   control connections of remote ranks, node failure
+ *   remote.c   control connections of remote ranks
  *   remote_exec.c  cmrun --remote-exec: the launch helper on remote hosts
- *   ft.c       restarts, fault injection, the status line
+ *   ft.c       restarts (node failure too), fault injection, the status line
  *   cm_restart.c  --cm-restart: CM journals, restarting dead CMs, CM kills
- *   detect.c   failure detection: CM reports, heartbeats
- *   control.c  the ranks' control pipe (MPI_Abort, heartbeats)
+ *   detect.c   failure detection: CM pipes, heartbeats
+ *   control.c  the ranks' control pipe (MPI_Abort, heartbeats, rank reports)
  *   repl.c     --replicate */
 #include <config.h>
 

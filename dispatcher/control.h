@@ -16,5 +16,7 @@ void control_drain(struct job *job);
 /* The write end every rank inherits (CHANMEM_CONTROL_FD), or -1. */
 int control_rank_fd(const struct job *job);
 void control_close(struct job *job);
+/* One report line ("abort R C", "heartbeat R I K", ...). */
+void control_handle_line(struct job *job, const char *line);
 
 #endif

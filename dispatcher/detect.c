@@ -31,7 +31,9 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "detect.h"
 #include "output.h"
+#include "remote.h"
 
 /* ---- declaring a rank failed ---- */
 

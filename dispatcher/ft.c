@@ -21,6 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cm_restart.h"
+#include "detect.h"
+#include "ft.h"
 #include "launch.h"
 #include "output.h"
 #include "spawn.h"

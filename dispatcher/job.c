@@ -17,12 +17,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cm_restart.h"
 #include "control.h"
+#include "detect.h"
+#include "ft.h"
 #include "input.h"
 #include "jobenv.h"
 #include "launch.h"
 #include "net.h"
 #include "output.h"
+#include "remote.h"
+#include "repl.h"
 #include "spawn.h"
 
 /* ---- phases ---- */

@@ -13,6 +13,7 @@
 #include "job.h"
 #include "jobenv.h"
 #include "net.h"
+#include "procs.h"
 
 void signal_name(int sig, char *buf, size_t len)
 {

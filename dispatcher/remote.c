@@ -31,11 +31,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "control.h"
 #include "ctrl_line.h"
 #include "launch.h"
 #include "net.h"
 #include "output.h"
-#include "spawn.h"
+#include "remote.h"
 
 /* Connections that have not said who they are, at most: a port scan or a
  * stray client must not exhaust cmrun's descriptors. A full table makes

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "output.h"
+#include "repl.h"
 
 #define HELD_PIPE_BYTES (1 << 20)
 

@@ -20,6 +20,7 @@
 #include "launch.h"
 #include "net.h"
 #include "output.h"
+#include "repl.h"
 
 extern char **environ;
 
@@ -586,7 +587,7 @@ int spawn_rank(struct job *job, struct rank_proc *r)
 		}
 	}
 	/* A restarted rank 0 reads cmrun's input again from its first byte
-	 * (input.c); the first incarnation's pipe comes from job_start. */
+	 * (input.c); the first incarnation's pipe comes from job_run. */
 	bool rewound = false;
 	if (r->rank == 0 && r->incarnation > 0 && job->opts->transport == CMRUN_TRANSPORT_CM &&
 	    job->rank0_stdin < 0) {

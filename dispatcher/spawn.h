@@ -1,5 +1,7 @@
-/* Starting processes: finding executables, building environments, and the
- * fork/exec that every child of cmrun goes through. */
+/* Starting processes: finding executables, building environments, the
+ * fork/exec that every child of cmrun goes through, launchers for remote
+ * hosts, and the ranks and CMs themselves (spawn_rank, spawn_cm). Calls
+ * nothing above it: the caller watches what it started. */
 #ifndef CMRUN_SPAWN_H
 #define CMRUN_SPAWN_H
 

@@ -1,0 +1,25 @@
+/* --cm-restart, --kill-cm-at, --kill-cm-every (cm_restart.c): journals,
+ * restarts and kills of channel memories. Called by the loop (job.c) and
+ * by ft.c; calls spawn.c and detect.c. */
+#ifndef CMRUN_CM_RESTART_H
+#define CMRUN_CM_RESTART_H
+
+#include "job.h"
+
+/* Makes the journal directory (--cm-restart). 0, or -1 printed. */
+int cmft_open(struct job *job);
+/* Removes it and what it holds (the job is over, however it ended). */
+void cmft_close(struct job *job);
+/* CM cm (marked exited, pipes read) ended during the run. Restarts it when
+ * --cm-restart allows; true if it did (the job goes on), false when the
+ * job must stop (a message saying why was printed if a limit did it). */
+bool cmft_cm_died(struct job *job, struct cm_proc *cm, int wait_status);
+/* A restarted CM reported its address again. */
+void cmft_cm_listening(struct job *job, struct cm_proc *cm);
+/* Arms and stops --kill-cm-at and --kill-cm-every (ft_start, ft_stop). */
+void cmft_start(struct job *job);
+void cmft_stop(struct job *job);
+/* The fault report's lines about CM deaths and restarts. */
+void cmft_report(struct job *job);
+
+#endif
