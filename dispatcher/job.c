@@ -683,24 +683,17 @@ static void read_reports_now(void *job)
 	remote_await_reports(job, 200);
 }
 
-int job_run(struct job *job)
+/* The rank and CM tables, placed on their hosts. 0, or -1 printed. */
+static int make_tables(struct job *job)
 {
 	const struct cmrun_options *o = job->opts;
-	struct ev_loop *loop = job->loop;
-
-	ev_set_userdata(loop, job);
-	job->events.stop = job_stop;
-	job->events.cm_ready = job_cm_ready;
-	job->events.cm_gone = job_cm_gone;
-	job->events.connection_lost = detect_confirm_lost;
-	job->control_rd = job->control_wr = -1;
 	job->nprocs = o->nranks * o->replicas;
 	job->ranks = calloc((size_t)job->nprocs, sizeof *job->ranks);
 	job->ncms = o->transport == CMRUN_TRANSPORT_CM ? o->ncms : 0;
 	job->cms = calloc((size_t)(job->ncms ? job->ncms : 1), sizeof *job->cms);
 	if (job->ranks == NULL || job->cms == NULL) {
 		output_message("error: out of memory");
-		return CMRUN_EXIT_FAILURE;
+		return -1;
 	}
 	for (int i = 0; i < job->nprocs; i++) {
 		job->ranks[i].rank = i / o->replicas;
@@ -723,7 +716,14 @@ int job_run(struct job *job)
 		job->any_remote = job->any_remote || job->cms[i].remote;
 	}
 	hosts_report_placement(&o->hosts, o->nranks);
+	return 0;
+}
 
+/* Child exits, signals, the phase bound, the step and --timeout. */
+static void watch_loop_events(struct job *job)
+{
+	const struct cmrun_options *o = job->opts;
+	struct ev_loop *loop = job->loop;
 	ev_child_init(&job->child_watcher, on_child, 0, 0);
 	job->child_watcher.data = job;
 	/* A CM's exit before the output of the ranks it cut off (detect.c). */
@@ -746,6 +746,23 @@ int job_run(struct job *job)
 		job->timeout_timer.data = job;
 		ev_timer_start(loop, &job->timeout_timer);
 	}
+}
+
+int job_run(struct job *job)
+{
+	const struct cmrun_options *o = job->opts;
+	struct ev_loop *loop = job->loop;
+
+	ev_set_userdata(loop, job);
+	job->events.stop = job_stop;
+	job->events.cm_ready = job_cm_ready;
+	job->events.cm_gone = job_cm_gone;
+	job->events.connection_lost = detect_confirm_lost;
+	job->control_rd = job->control_wr = -1;
+	if (make_tables(job) < 0)
+		return CMRUN_EXIT_FAILURE;
+
+	watch_loop_events(job);
 
 	job->rank0_stdin = input_start(loop, job->ranks[0].remote);
 	if (control_open(job) < 0 || remote_open(job) < 0)
