@@ -219,6 +219,10 @@ CM_HIDDEN int cm_mpi_attr_delete_all(struct cm_mpi_comm *c);
  * MPI_ERRORS_RETURN; MPI_ERRORS_ARE_FATAL prints
  * "chanmem: rank R: FUNC: <error string>" and exits with status 1. */
 CM_HIDDEN int cm_mpi_raise(struct cm_mpi_comm *c, int code, const char *func);
+/* The communicator whose handler cm_mpi_raise applies when given none
+ * (mpi_comm.c passes MPI_COMM_WORLD's at MPI_Init). */
+CM_HIDDEN void cm_mpi_error_set_world(const struct cm_mpi_comm *world);
+/* MPI_ERRORS_ARE_FATAL or MPI_ERRORS_RETURN (mpi_comm.c). */
 CM_HIDDEN int cm_mpi_errhandler_valid(MPI_Errhandler eh);
 /* Flushes stdio and ends the process at once (no atexit handlers: the
  * transport may be mid-operation). */
