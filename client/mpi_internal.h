@@ -118,7 +118,17 @@ CM_HIDDEN struct cm_mpi_group *cm_mpi_group_get(MPI_Group group);
 /* ---- communicators (mpi_comm.c, creation in mpi_comm_create.c) ---- */
 
 struct cm_mpi_attr; /* a cached attribute (mpi_comm.c, mpi_attr.c) */
-struct cm_mpi_topo; /* a Cartesian topology (mpi_topo.c) */
+/* A Cartesian topology (made and read in mpi_topo.c; copied by
+ * MPI_Comm_dup in mpi_comm_create.c, freed with its communicator). */
+struct cm_mpi_topo {
+	int ndims;
+	int v[]; /* dims[ndims] then periods[ndims] */
+};
+
+static inline size_t cm_mpi_topo_bytes(int ndims)
+{
+	return sizeof(struct cm_mpi_topo) + 2 * (size_t)ndims * sizeof(int);
+}
 
 struct cm_mpi_comm {
 	MPI_Comm handle;
@@ -177,8 +187,6 @@ CM_HIDDEN int cm_mpi_comm_allgather_ints(struct cm_mpi_comm *c, const int *mine,
  * color MPI_UNDEFINED. Collective over c. */
 CM_HIDDEN int cm_mpi_comm_split(struct cm_mpi_comm *c, int color, int key,
                                 struct cm_mpi_comm **out);
-/* Copies the topology of from to to (mpi_topo.c). */
-CM_HIDDEN int cm_mpi_topo_copy(const struct cm_mpi_comm *from, struct cm_mpi_comm *to);
 
 /* ---- attributes (lookup in mpi_comm.c, the rest in mpi_attr.c) ---- */
 
