@@ -86,8 +86,9 @@ extern struct cm_mpi_state cm_mpi CM_HIDDEN;
 	} while (0)
 CM_HIDDEN void cm_mpi_not_initialized(const char *func) __attribute__((noreturn));
 
-/* mpi_request.c: one call into the transport's progress engine (timeout_ms as in
- * transport.h), then releases freed requests that completed. 0 or -1. */
+/* mpi_progress.c: one call into the transport's progress engine (timeout_ms
+ * as in transport.h), then releases freed requests that completed; the
+ * non-blocking collectives that may go on go on. 0 or -1. */
 CM_HIDDEN int cm_mpi_progress(int timeout_ms);
 
 /* ---- groups (core in mpi_comm.c, MPI calls in mpi_group.c) ---- */
@@ -399,8 +400,9 @@ CM_HIDDEN struct cm_mpi_request *cm_mpi_req_get(MPI_Request handle);
 /* Moves an active request to CM_RQ_COMPLETE if the transport finished it.
  * Returns 1 if the request is complete. */
 CM_HIDDEN int cm_mpi_req_poll(struct cm_mpi_request *r);
-/* Waits (progress(-1) loop) until r completes. Returns 0, or -1 if the
- * transport failed (r stays active). */
+/* Waits (progress(-1) loop; inside a non-blocking collective, gives control
+ * back) until r completes. Returns 0, or -1 if the transport failed (r
+ * stays active). mpi_progress.c. */
 CM_HIDDEN int cm_mpi_req_wait(struct cm_mpi_request *r);
 /* Completes the call on a finished request: copies its status out (unless
  * st is NULL), releases it (a persistent one becomes inactive instead),
