@@ -28,11 +28,17 @@ extern int cm_nbc_tag_bias CM_HIDDEN;
 /* One non-blocking collective: run(args) is its blocking twin; args (len
  * bytes, at most CM_NBC_ARGS_MAX) are copied. Starts it on comm up to its
  * first wait; *request completes when run returns. An error run returns
- * before its first wait is the call's (already raised by run). */
+ * before its first wait is the call's (already raised by run). In
+ * mpi_progress.c, above the log (mpi_nondet.c) and the engine. */
 #define CM_NBC_ARGS_MAX 160
 typedef int cm_nbc_run_fn(const void *args);
 CM_HIDDEN int cm_nbc_start(const char *func, MPI_Comm comm, cm_nbc_run_fn *run, const void *args,
                            size_t len, MPI_Request *request);
+/* cm_nbc_start's second half (the engine, mpi_coll_nb_engine.c), once the
+ * arguments are checked and the log has taken the steps due: the request,
+ * the stack, and the coroutine run up to its first wait. */
+CM_HIDDEN int cm_nbc_launch(const char *func, struct cm_mpi_comm *c, cm_nbc_run_fn *run,
+                            const void *args, size_t len, MPI_Request *request);
 
 /* Is the caller running inside a coroutine? */
 CM_HIDDEN int cm_nbc_inside(void);

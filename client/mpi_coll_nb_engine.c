@@ -1,6 +1,6 @@
 /* The coroutines of the non-blocking collectives (see mpi_coll_nb.h; the
- * MPI calls are in mpi_coll_nb.c): a coroutine per call, on its own stack,
- * running the blocking collective. The coroutine gives
+ * MPI calls are in mpi_coll_nb.c, their start in mpi_progress.c): a
+ * coroutine per call, on its own stack, running the blocking collective. The coroutine gives
  * control back wherever the blocking code would wait for a transfer; the
  * progress engine (cm_mpi_progress, the Test and Wait families) resumes it
  * when that transfer is complete, and the request completes when the
@@ -17,7 +17,6 @@
 #include <ucontext.h>
 
 #include "mpi_coll_nb.h"
-#include "mpi_test.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define CM_NBC_ASAN 1
@@ -129,7 +128,7 @@ int cm_nbc_pending(void)
  * switch (on the program's stderr) and otherwise only clears the shadow of
  * the target stack. The fiber annotations around every switch tell ASan
  * about the stacks, and a stack is unpoisoned when a collective takes it
- * (cm_nbc_start): libc's swapcontext, past the interceptor, is enough. */
+ * (cm_nbc_launch): libc's swapcontext, past the interceptor, is enough. */
 typedef int swap_fn(ucontext_t *, const ucontext_t *);
 static swap_fn *real_swap;
 
@@ -282,7 +281,7 @@ int cm_nbc_force(uint32_t id)
 /* ---- starting one ---- */
 
 /* getcontext returns twice as far as the compiler knows: kept out of
- * cm_nbc_start, whose locals it would otherwise count as clobbered (and
+ * cm_nbc_launch, whose locals it would otherwise count as clobbered (and
  * -Wclobbered fails the sanitizer build). The context never comes back
  * here: makecontext points it at entry on the coroutine's stack. */
 static __attribute__((noinline)) void make_ctx(struct nbc *n)
@@ -294,22 +293,9 @@ static __attribute__((noinline)) void make_ctx(struct nbc *n)
 	makecontext(&n->ctx, entry, 0);
 }
 
-int cm_nbc_start(const char *func, MPI_Comm comm, cm_nbc_run_fn *run, const void *args, size_t len,
-                 MPI_Request *request)
+int cm_nbc_launch(const char *func, struct cm_mpi_comm *c, cm_nbc_run_fn *run, const void *args,
+                  size_t len, MPI_Request *request)
 {
-	CM_MPI_REQUIRE_INIT(func);
-	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
-	if (!c)
-		return cm_mpi_raise(NULL, MPI_ERR_COMM, func);
-	if (!request)
-		return cm_mpi_raise(c, MPI_ERR_ARG, func);
-	if (current || len > CM_NBC_ARGS_MAX) /* cannot happen */
-		return cm_mpi_raise(c, MPI_ERR_INTERN, func);
-	/* The outcome log must count frames from a point every execution
-	 * shares: here, at the latest. */
-	cm_mpi_nd_on();
-	if (cm_mpi_nd_nbc_start() < 0)
-		return cm_mpi_raise(c, MPI_ERR_OTHER, func);
 	struct nbc *n = calloc(1, sizeof *n);
 	void *stack = n ? stack_get() : NULL;
 	struct cm_mpi_request *r = stack ? cm_mpi_req_alloc(c) : NULL;

@@ -1,7 +1,7 @@
 /* Communicators: the handle table, the two predefined communicators, the
- * group objects they share, context ids, and the attribute lookup. The
- * collective creation calls are in mpi_comm_create.c, the group calls in
- * mpi_group.c, the rest of attribute caching in mpi_attr.c.
+ * group objects they share, context ids, error handlers and the attribute
+ * lookup. The collective creation calls are in mpi_comm_create.c, the group
+ * calls in mpi_group.c, the rest of attribute caching in mpi_attr.c.
  *
  * A communicator object lives as long as its handle or a request using it:
  * MPI_Comm_free only drops the handle, so a pending operation on a freed
@@ -129,6 +129,7 @@ static struct cm_mpi_group *predefined_group(int n, int first)
 
 void cm_mpi_comm_init(int world_rank, int world_size)
 {
+	cm_mpi_error_set_world(&comm_world);
 	comm_world.rank = world_rank;
 	comm_world.size = world_size;
 	comm_world.errhandler = MPI_ERRORS_ARE_FATAL;
@@ -255,6 +256,68 @@ int MPI_Comm_size(MPI_Comm comm, int *size)
 	if (!size)
 		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_size");
 	*size = c->size;
+	return MPI_SUCCESS;
+}
+
+/* ---- error handlers ---- */
+
+int cm_mpi_errhandler_valid(MPI_Errhandler eh)
+{
+	return eh == MPI_ERRORS_ARE_FATAL || eh == MPI_ERRORS_RETURN;
+}
+
+static int set_errhandler(MPI_Comm comm, MPI_Errhandler eh, const char *func)
+{
+	CM_MPI_REQUIRE_INIT(func);
+	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
+	if (!c)
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, func);
+	if (!cm_mpi_errhandler_valid(eh))
+		return cm_mpi_raise(c, MPI_ERR_ARG, func);
+	c->errhandler = eh;
+	return MPI_SUCCESS;
+}
+
+static int get_errhandler(MPI_Comm comm, MPI_Errhandler *eh, const char *func)
+{
+	CM_MPI_REQUIRE_INIT(func);
+	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
+	if (!c)
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, func);
+	if (!eh)
+		return cm_mpi_raise(c, MPI_ERR_ARG, func);
+	*eh = c->errhandler;
+	return MPI_SUCCESS;
+}
+
+int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler)
+{
+	return set_errhandler(comm, errhandler, "MPI_Comm_set_errhandler");
+}
+
+int MPI_Errhandler_set(MPI_Comm comm, MPI_Errhandler errhandler)
+{
+	return set_errhandler(comm, errhandler, "MPI_Errhandler_set");
+}
+
+int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler *errhandler)
+{
+	return get_errhandler(comm, errhandler, "MPI_Comm_get_errhandler");
+}
+
+int MPI_Errhandler_get(MPI_Comm comm, MPI_Errhandler *errhandler)
+{
+	return get_errhandler(comm, errhandler, "MPI_Errhandler_get");
+}
+
+int MPI_Comm_call_errhandler(MPI_Comm comm, int errorcode)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_call_errhandler");
+	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
+	if (!c)
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_call_errhandler");
+	/* The call itself succeeded once the handler returns. */
+	cm_mpi_raise(c, errorcode, "MPI_Comm_call_errhandler");
 	return MPI_SUCCESS;
 }
 

@@ -1,4 +1,6 @@
-/* Error classes, their strings, and the per-communicator error handlers. */
+/* Error classes, their strings, raising an error through a communicator's
+ * handler, and ending the process (fatal errors, MPI_Abort). Setting and
+ * getting a communicator's handler is in mpi_comm.c. */
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -142,13 +144,22 @@ int MPI_Abort(MPI_Comm comm, int errorcode)
 	cm_mpi_exit(status);
 }
 
+/* The communicator whose handler takes the errors tied to none; set by
+ * mpi_comm.c, which owns it. Until then the default handler applies:
+ * fatal. */
+static const struct cm_mpi_comm *comm_for_untied_errors;
+
+void cm_mpi_error_set_world(const struct cm_mpi_comm *world)
+{
+	comm_for_untied_errors = world;
+}
+
 int cm_mpi_raise(struct cm_mpi_comm *c, int code, const char *func)
 {
 	if (code == MPI_SUCCESS)
 		return code;
-	if (!c)
-		c = cm_mpi_comm_world();
-	if (c->errhandler == MPI_ERRORS_RETURN)
+	const struct cm_mpi_comm *handler_of = c ? c : comm_for_untied_errors;
+	if (handler_of && handler_of->errhandler == MPI_ERRORS_RETURN)
 		return code;
 	const char *text = error_text(code);
 	fflush(stdout);
@@ -158,11 +169,6 @@ int cm_mpi_raise(struct cm_mpi_comm *c, int code, const char *func)
 	else
 		fprintf(stderr, "%s: error code %d\n", func, code);
 	cm_mpi_exit(1);
-}
-
-int cm_mpi_errhandler_valid(MPI_Errhandler eh)
-{
-	return eh == MPI_ERRORS_ARE_FATAL || eh == MPI_ERRORS_RETURN;
 }
 
 /* Error strings and classes work at any time, even outside
@@ -196,60 +202,5 @@ int MPI_Error_class(int errorcode, int *errorclass)
 		           : MPI_ERR_ARG;
 	/* Every code this library returns is a class. */
 	*errorclass = errorcode;
-	return MPI_SUCCESS;
-}
-
-static int set_errhandler(MPI_Comm comm, MPI_Errhandler eh, const char *func)
-{
-	CM_MPI_REQUIRE_INIT(func);
-	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
-	if (!c)
-		return cm_mpi_raise(NULL, MPI_ERR_COMM, func);
-	if (!cm_mpi_errhandler_valid(eh))
-		return cm_mpi_raise(c, MPI_ERR_ARG, func);
-	c->errhandler = eh;
-	return MPI_SUCCESS;
-}
-
-static int get_errhandler(MPI_Comm comm, MPI_Errhandler *eh, const char *func)
-{
-	CM_MPI_REQUIRE_INIT(func);
-	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
-	if (!c)
-		return cm_mpi_raise(NULL, MPI_ERR_COMM, func);
-	if (!eh)
-		return cm_mpi_raise(c, MPI_ERR_ARG, func);
-	*eh = c->errhandler;
-	return MPI_SUCCESS;
-}
-
-int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler)
-{
-	return set_errhandler(comm, errhandler, "MPI_Comm_set_errhandler");
-}
-
-int MPI_Errhandler_set(MPI_Comm comm, MPI_Errhandler errhandler)
-{
-	return set_errhandler(comm, errhandler, "MPI_Errhandler_set");
-}
-
-int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler *errhandler)
-{
-	return get_errhandler(comm, errhandler, "MPI_Comm_get_errhandler");
-}
-
-int MPI_Errhandler_get(MPI_Comm comm, MPI_Errhandler *errhandler)
-{
-	return get_errhandler(comm, errhandler, "MPI_Errhandler_get");
-}
-
-int MPI_Comm_call_errhandler(MPI_Comm comm, int errorcode)
-{
-	CM_MPI_REQUIRE_INIT("MPI_Comm_call_errhandler");
-	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
-	if (!c)
-		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_call_errhandler");
-	/* The call itself succeeded once the handler returns. */
-	cm_mpi_raise(c, errorcode, "MPI_Comm_call_errhandler");
 	return MPI_SUCCESS;
 }

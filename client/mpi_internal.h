@@ -86,8 +86,9 @@ extern struct cm_mpi_state cm_mpi CM_HIDDEN;
 	} while (0)
 CM_HIDDEN void cm_mpi_not_initialized(const char *func) __attribute__((noreturn));
 
-/* mpi_request.c: one call into the transport's progress engine (timeout_ms as in
- * transport.h), then releases freed requests that completed. 0 or -1. */
+/* mpi_progress.c: one call into the transport's progress engine (timeout_ms
+ * as in transport.h), then releases freed requests that completed; the
+ * non-blocking collectives that may go on go on. 0 or -1. */
 CM_HIDDEN int cm_mpi_progress(int timeout_ms);
 
 /* ---- groups (core in mpi_comm.c, MPI calls in mpi_group.c) ---- */
@@ -118,7 +119,17 @@ CM_HIDDEN struct cm_mpi_group *cm_mpi_group_get(MPI_Group group);
 /* ---- communicators (mpi_comm.c, creation in mpi_comm_create.c) ---- */
 
 struct cm_mpi_attr; /* a cached attribute (mpi_comm.c, mpi_attr.c) */
-struct cm_mpi_topo; /* a Cartesian topology (mpi_topo.c) */
+/* A Cartesian topology (made and read in mpi_topo.c; copied by
+ * MPI_Comm_dup in mpi_comm_create.c, freed with its communicator). */
+struct cm_mpi_topo {
+	int ndims;
+	int v[]; /* dims[ndims] then periods[ndims] */
+};
+
+static inline size_t cm_mpi_topo_bytes(int ndims)
+{
+	return sizeof(struct cm_mpi_topo) + 2 * (size_t)ndims * sizeof(int);
+}
 
 struct cm_mpi_comm {
 	MPI_Comm handle;
@@ -177,8 +188,6 @@ CM_HIDDEN int cm_mpi_comm_allgather_ints(struct cm_mpi_comm *c, const int *mine,
  * color MPI_UNDEFINED. Collective over c. */
 CM_HIDDEN int cm_mpi_comm_split(struct cm_mpi_comm *c, int color, int key,
                                 struct cm_mpi_comm **out);
-/* Copies the topology of from to to (mpi_topo.c). */
-CM_HIDDEN int cm_mpi_topo_copy(const struct cm_mpi_comm *from, struct cm_mpi_comm *to);
 
 /* ---- attributes (lookup in mpi_comm.c, the rest in mpi_attr.c) ---- */
 
@@ -219,6 +228,10 @@ CM_HIDDEN int cm_mpi_attr_delete_all(struct cm_mpi_comm *c);
  * MPI_ERRORS_RETURN; MPI_ERRORS_ARE_FATAL prints
  * "chanmem: rank R: FUNC: <error string>" and exits with status 1. */
 CM_HIDDEN int cm_mpi_raise(struct cm_mpi_comm *c, int code, const char *func);
+/* The communicator whose handler cm_mpi_raise applies when given none
+ * (mpi_comm.c passes MPI_COMM_WORLD's at MPI_Init). */
+CM_HIDDEN void cm_mpi_error_set_world(const struct cm_mpi_comm *world);
+/* MPI_ERRORS_ARE_FATAL or MPI_ERRORS_RETURN (mpi_comm.c). */
 CM_HIDDEN int cm_mpi_errhandler_valid(MPI_Errhandler eh);
 /* Flushes stdio and ends the process at once (no atexit handlers: the
  * transport may be mid-operation). */
@@ -387,8 +400,9 @@ CM_HIDDEN struct cm_mpi_request *cm_mpi_req_get(MPI_Request handle);
 /* Moves an active request to CM_RQ_COMPLETE if the transport finished it.
  * Returns 1 if the request is complete. */
 CM_HIDDEN int cm_mpi_req_poll(struct cm_mpi_request *r);
-/* Waits (progress(-1) loop) until r completes. Returns 0, or -1 if the
- * transport failed (r stays active). */
+/* Waits (progress(-1) loop; inside a non-blocking collective, gives control
+ * back) until r completes. Returns 0, or -1 if the transport failed (r
+ * stays active). mpi_progress.c. */
 CM_HIDDEN int cm_mpi_req_wait(struct cm_mpi_request *r);
 /* Completes the call on a finished request: copies its status out (unless
  * st is NULL), releases it (a persistent one becomes inactive instead),

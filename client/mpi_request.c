@@ -1,7 +1,8 @@
-/* Requests: the handle table, the progress hook every waiting call goes
- * through, and the completion calls whose outcome does not depend on timing
- * (MPI_Wait, MPI_Waitall, MPI_Request_free); the Test family, Waitany and
- * Waitsome are in mpi_test.c.
+/* Requests: the handle table, completion of what the transport finished,
+ * the detached requests, the request-array helpers of the completion calls
+ * and MPI_Request_free. Nothing here waits: the waits and the progress hook
+ * are in mpi_progress.c, the Test family, Waitany and Waitsome in
+ * mpi_test.c.
  *
  * A request object is allocated once and never moves (the transport links
  * its struct cm_req into its queues); the table maps handle indexes to
@@ -12,7 +13,6 @@
 #include <string.h>
 
 #include "heartbeat.h"
-#include "mpi_coll_nb.h"
 #include "mpi_test.h"
 #include "vec.h"
 
@@ -126,16 +126,6 @@ int cm_mpi_req_poll(struct cm_mpi_request *r)
 	return 0;
 }
 
-int cm_mpi_req_wait(struct cm_mpi_request *r)
-{
-	if (cm_nbc_inside())
-		return cm_nbc_wait(r);
-	while (!cm_mpi_req_poll(r))
-		if (cm_mpi_progress(-1) < 0)
-			return -1;
-	return 0;
-}
-
 int cm_mpi_req_finish(struct cm_mpi_request *r, MPI_Status *st)
 {
 	int error = r->error;
@@ -180,26 +170,6 @@ void cm_mpi_req_reap_detached(void)
 	}
 }
 
-int cm_mpi_progress(int timeout_ms)
-{
-	/* Non-blocking collectives go on from the program's flow only: a
-	 * coroutine never resumes another. One that went on may have made
-	 * more work possible at once: no blocking then. */
-	int nbc = !cm_nbc_inside() && cm_nbc_pending();
-	if (nbc) {
-		int resumed = cm_mpi_nd_nbc_point(0);
-		if (resumed < 0)
-			return -1;
-		if (resumed > 0)
-			timeout_ms = 0;
-	}
-	int rc = cm_mpi.transport.progress(&cm_mpi.transport, timeout_ms);
-	cm_mpi_req_reap_detached();
-	if (rc == 0 && nbc && cm_mpi_nd_nbc_point(0) < 0)
-		return -1;
-	return rc;
-}
-
 void cm_mpi_req_shutdown(void)
 {
 	for (size_t i = 0; i < slots.n; i++) {
@@ -210,7 +180,7 @@ void cm_mpi_req_shutdown(void)
 	free_list = detached_list = NULL;
 }
 
-/* ---- request arrays (mpi_test.h) and the MPI calls ---- */
+/* ---- request arrays (mpi_test.h) and MPI_Request_free ---- */
 
 int cm_mpi_check_request_array(int count, const MPI_Request reqs[], const char *func)
 {
@@ -243,23 +213,6 @@ int cm_mpi_finish_one(MPI_Request *handle, struct cm_mpi_request *r, MPI_Status 
 	return rc;
 }
 
-int MPI_Wait(MPI_Request *request, MPI_Status *status)
-{
-	CM_MPI_REQUIRE_INIT("MPI_Wait");
-	if (!request)
-		return cm_mpi_raise(NULL, MPI_ERR_REQUEST, "MPI_Wait");
-	if (*request == MPI_REQUEST_NULL) {
-		cm_mpi_status_empty(status);
-		return MPI_SUCCESS;
-	}
-	struct cm_mpi_request *r = cm_mpi_req_get(*request);
-	if (!r)
-		return cm_mpi_raise(NULL, MPI_ERR_REQUEST, "MPI_Wait");
-	if (cm_mpi_req_wait(r) < 0)
-		return cm_mpi_raise(r->comm, MPI_ERR_OTHER, "MPI_Wait");
-	return cm_mpi_finish_one(request, r, status, "MPI_Wait");
-}
-
 /* An error on any request puts every status's MPI_ERROR in play
  * (MPI_ERR_IN_STATUS). */
 int cm_mpi_finish_all(int count, MPI_Request reqs[], MPI_Status statuses[], const char *func)
@@ -290,32 +243,6 @@ int cm_mpi_finish_all(int count, MPI_Request reqs[], MPI_Status statuses[], cons
 	int rc = cm_mpi_raise(err_comm, MPI_ERR_IN_STATUS, func);
 	cm_mpi_comm_unref(err_comm);
 	return rc;
-}
-
-int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[])
-{
-	CM_MPI_REQUIRE_INIT("MPI_Waitall");
-	int rc = cm_mpi_check_request_array(count, array_of_requests, "MPI_Waitall");
-	if (rc)
-		return rc;
-	/* Requests complete roughly in order: skip the finished prefix so a
-	 * long array is not rescanned after every progress step. */
-	int first_pending = 0;
-	for (;;) {
-		while (first_pending < count) {
-			struct cm_mpi_request *r = cm_mpi_req_get(array_of_requests[first_pending]);
-			if (r && !cm_mpi_req_poll(r))
-				break;
-			first_pending++;
-		}
-		if (first_pending == count)
-			break;
-		if (cm_mpi_progress(-1) < 0) {
-			struct cm_mpi_request *r = cm_mpi_req_get(array_of_requests[first_pending]);
-			return cm_mpi_raise(r->comm, MPI_ERR_OTHER, "MPI_Waitall");
-		}
-	}
-	return cm_mpi_finish_all(count, array_of_requests, array_of_statuses, "MPI_Waitall");
 }
 
 int MPI_Request_free(MPI_Request *request)

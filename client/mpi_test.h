@@ -1,7 +1,8 @@
 /* The completion calls whose outcome depends on timing (MPI_Test,
  * MPI_Testany, MPI_Testall, MPI_Testsome, MPI_Waitany, MPI_Waitsome,
  * MPI_Request_get_status: mpi_test.c), the request-array helpers they share
- * with mpi_request.c, and the log of their outcomes (mpi_nondet.c).
+ * with MPI_Wait and MPI_Waitall (mpi_progress.c), and the log of their
+ * outcomes (mpi_nondet.c).
  *
  * Whether a request is complete when a Test looks depends on when its
  * DELIVER (or its write) happened: a re-executed rank, whose DELIVERs are

@@ -7,11 +7,6 @@
 
 #include "mpi_internal.h"
 
-struct cm_mpi_topo {
-	int ndims;
-	int v[]; /* dims[ndims] then periods[ndims] */
-};
-
 static int *topo_dims(struct cm_mpi_topo *t)
 {
 	return t->v;
@@ -24,21 +19,10 @@ static int *topo_periods(struct cm_mpi_topo *t)
 
 static struct cm_mpi_topo *topo_new(int ndims)
 {
-	struct cm_mpi_topo *t = malloc(sizeof *t + 2 * (size_t)ndims * sizeof(int));
+	struct cm_mpi_topo *t = malloc(cm_mpi_topo_bytes(ndims));
 	if (t)
 		t->ndims = ndims;
 	return t;
-}
-
-int cm_mpi_topo_copy(const struct cm_mpi_comm *from, struct cm_mpi_comm *to)
-{
-	if (!from->topo)
-		return MPI_SUCCESS;
-	to->topo = topo_new(from->topo->ndims);
-	if (!to->topo)
-		return MPI_ERR_NO_MEM;
-	memcpy(to->topo->v, from->topo->v, 2 * (size_t)from->topo->ndims * sizeof(int));
-	return MPI_SUCCESS;
 }
 
 static void rank_to_coords(struct cm_mpi_topo *t, int rank, int coords[])

@@ -46,21 +46,6 @@
 #include "net.h"
 #include "transport_repl.h"
 
-static const struct cm_conn_ops repl_ops;
-
-int repl_is_master(const struct repl *s)
-{
-	return repl_master_of(s, s->rank) == s->replica;
-}
-
-int repl_master_of(const struct repl *s, int rank)
-{
-	for (int k = 0; k < s->nrep; k++)
-		if (!s->dead[rank * s->nrep + k])
-			return k;
-	return -1;
-}
-
 /* ---- connections ---- */
 
 static enum cm_err on_hello(struct cm_conn *c, const struct cm_header *h,
@@ -91,47 +76,11 @@ static enum cm_err on_hello(struct cm_conn *c, const struct cm_header *h,
 	snprintf(c->name, sizeof c->name, "connection from rank %d replica %u", h->src,
 	         hello->incarnation);
 	repl_prepare_reads(s, c);
-	/* No HELLO_ACK: an accepted connection is only ever read (see
-	 * repl_sync_ack), so a write error can never make us drop input a
-	 * dead sender left in it; its opener only ever writes. */
+	/* No HELLO_ACK: an accepted connection is only ever read (SYNC_ACKs
+	 * go back on a connection of their own), so a write error can never
+	 * make us drop input a dead sender left in it; its opener only ever
+	 * writes. */
 	return CM_OK;
-}
-
-/* The connection to process p (rank * nrep + replica), opened at first
- * use. NULL: p is dead (its port refuses) or out of memory. */
-struct cm_conn *repl_link_to(struct repl *s, int p)
-{
-	if (s->out[p])
-		return s->out[p];
-	if (s->dead[p])
-		return NULL;
-	/* One attempt: every listening socket exists before any replica
-	 * starts, so a refusal means the process is gone. */
-	int fd = cm_tcp_connect(&s->addrs[p], 0);
-	if (fd < 0) {
-		s->dead[p] = 1; /* cmrun closed its listening socket copy: it is gone */
-		s->changed = 1;
-		return NULL;
-	}
-	char name[64];
-	snprintf(name, sizeof name, "connection to rank %d replica %d", p / s->nrep, p % s->nrep);
-	struct cm_conn *c =
-	    cm_conn_new(fd, CM_CONN_AWAIT_ACK, s->rank, name, &repl_ops, s, &s->lim);
-	if (c == NULL) {
-		close(fd);
-		return NULL;
-	}
-	c->peer = p;
-	c->peer_may_die = 1; /* a replica dies and the rank goes on */
-	if (cm_connset_add(&s->net, c, s->rank) < 0) {
-		cm_conn_free(c);
-		return NULL;
-	}
-	s->out[p] = c;
-	if (cm_conn_send_hello(c, 0, s->rank, p / s->nrep, (unsigned)s->replica, (unsigned)s->size,
-	                       CM_PEER_DIRECT, s->secret) < 0)
-		return NULL;
-	return c;
 }
 
 /* ---- frames ---- */
@@ -209,87 +158,28 @@ static const struct cm_conn_ops repl_ops = {
     .on_sent = repl_on_sent,
 };
 
-/* A SYNC_ACK for a matched message goes to the process it came from, on
- * the connection we opened to it: every connection carries frames one way
- * only (see on_hello). */
-void repl_sync_ack(struct repl *s, const struct rmsg *u)
-{
-	repl_flush_replicas(s); /* the choice that matched it goes first */
-	struct cm_conn *c = repl_link_to(s, u->from);
-	if (c && cm_conn_alive(c))
-		cm_conn_send_ctl(c,
-		                 &(struct cm_header){.type = CM_T_SYNC_ACK,
-		                                     .src = s->rank,
-		                                     .dst = u->m.src,
-		                                     .tag = u->m.tag,
-		                                     .ctx = u->m.ctx,
-		                                     .clock = u->seq},
-		                 NULL, 0);
-}
-
-void repl_accept_all(void *owner)
-{
-	struct repl *s = owner;
-	cm_connset_accept(&s->net, s->listen_fd, s->rank, &repl_ops, s, &s->lim, 1);
-}
-
-/* Process p's connection ended: read everything p wrote on its other
- * connections first. Its commits travel on the connection it opened to
- * us; acting on its death before them would re-send committed messages. */
-static void drain_peer(struct repl *s, int p)
-{
-	repl_accept_all(s);
-	for (size_t i = 0; i < s->net.nconns; i++) {
-		struct cm_conn *c = s->net.conns[i];
-		if (cm_conn_alive(c) && (c->peer == p || c->peer < 0))
-			cm_conn_read(c);
-	}
-}
-
-/* Frees c, and the message it was receiving: a sender that died in the
- * middle of a frame leaves its part behind (its next replica re-sends it
- * whole). */
-static void free_conn(struct cm_conn *c)
-{
-	if (c->in_body && c->in_sink.kind == 1)
-		repl_msg_free(c->in_sink.cookie);
-	cm_conn_free(c);
-}
-
-/* Frees connections that ended; their far end is dead (or finished). */
-void repl_reap(struct repl *s)
-{
-	for (size_t i = 0; i < s->net.nconns; i++) {
-		struct cm_conn *c = s->net.conns[i];
-		if (!cm_conn_alive(c) && c->peer >= 0 && !s->dead[c->peer])
-			drain_peer(s, c->peer);
-	}
-	size_t keep = 0;
-	for (size_t i = 0; i < s->net.nconns; i++) {
-		struct cm_conn *c = s->net.conns[i];
-		if (cm_conn_alive(c)) {
-			s->net.conns[keep++] = c;
-			continue;
-		}
-		int p = c->peer;
-		if (p >= 0) {
-			if (!s->dead[p] && !s->draining)
-				s->changed = 1;
-			s->dead[p] = 1;
-			if (s->out[p] == c)
-				s->out[p] = NULL;
-		}
-		repl_settle_conn(s, c);
-		free_conn(c);
-	}
-	s->net.nconns = keep;
-	if (s->changed)
-		repl_flush(s); /* a promoted replica wants what we hold for it */
-	if (!s->draining)
-		repl_check_master(s);
-}
-
 /* ---- requests ---- */
+
+/* Every replica does its sends to itself locally (nothing on the wire);
+ * the others are the sending side's. */
+static int repl_isend(struct cm_transport *t, struct cm_req *req)
+{
+	struct repl *s = t->state;
+	req->done = 0;
+	req->error = 0;
+	if (req->peer < 0 || req->peer >= s->size || req->tag < 0 || req->slen > CM_MAX_PAYLOAD ||
+	    (req->slen && !req->sbuf)) {
+		cm_err("rank %d: send to rank %d tag %d length %zu: bad destination, tag "
+		       "or length",
+		       s->rank, req->peer, req->tag, req->slen);
+		return -1;
+	}
+	if (s->fatal)
+		return -1;
+	if (req->peer == s->rank)
+		return repl_self_send(s, req);
+	return repl_send_to_peer(s, req);
+}
 
 static int repl_irecv(struct cm_transport *t, struct cm_req *req)
 {
@@ -305,7 +195,7 @@ static int repl_irecv(struct cm_transport *t, struct cm_req *req)
 static void repl_free(struct repl *s)
 {
 	for (size_t i = 0; i < s->net.nconns; i++)
-		free_conn(s->net.conns[i]);
+		repl_conn_free(s->net.conns[i]);
 	s->net.nconns = 0;
 	cm_connset_free(&s->net);
 	if (s->listen_fd >= 0)
@@ -348,8 +238,8 @@ static int repl_setup(struct repl *s, const struct cm_job *job)
 	s->replica = job->replica;
 	s->listen_fd = -1;
 	memcpy(s->secret, job->secret, sizeof s->secret);
-	s->lim = (struct cm_limits){.world_size = (uint32_t)job->size,
-	                            .max_payload = CM_MAX_PAYLOAD};
+	s->lim =
+	    (struct cm_limits){.world_size = (uint32_t)job->size, .max_payload = CM_MAX_PAYLOAD};
 	size_t nproc = (size_t)job->size * (size_t)s->nrep;
 	s->net.epfd = epoll_create1(EPOLL_CLOEXEC);
 	s->out = calloc(nproc, sizeof *s->out);
@@ -382,6 +272,7 @@ static int repl_setup(struct repl *s, const struct cm_job *job)
 			return -1;
 		}
 	}
+	s->ops = &repl_ops;
 	if (cm_connset_listen(&s->net, job->listen_fd) < 0)
 		return -1;
 	s->listen_fd = job->listen_fd;

@@ -1,8 +1,11 @@
-/* Internals of the replication transport shared by transport_repl.c
- * (connections, frames, liveness, life cycle), transport_repl_wait.c
- * (progress: how a replica waits), transport_repl_send.c (sends, batches,
- * commits, events) and transport_repl_match.c (in-order acceptance and
- * MPI matching). */
+/* Internals of the replication transport, its files from the top down:
+ * transport_repl.c (life cycle, the transport's table, the frames each
+ * connection delivers), transport_repl_wait.c (progress: how a replica
+ * waits, peers that went, promotion), transport_repl_match.c (in-order
+ * acceptance and MPI matching), transport_repl_send.c (sends, batches,
+ * commits, events) and transport_repl_peers.c (who is alive, who is
+ * master, the connection to each process). Each calls only those below
+ * it. */
 #ifndef CHANMEM_TRANSPORT_REPL_H
 #define CHANMEM_TRANSPORT_REPL_H
 
@@ -61,6 +64,9 @@ struct repl {
 	struct sockaddr_in *addrs; /* [size * nrep] */
 	int listen_fd;
 	struct cm_connset net;
+	/* What every connection of ours calls back with its frames
+	 * (transport_repl.c's). */
+	const struct cm_conn_ops *ops;
 	struct cm_conn **out; /* [size * nrep] connection we opened to each process */
 	char *dead;           /* [size * nrep] gone (died, or finished and closed) */
 	char *finished;       /* [size * nrep] said BYE: it finalized, it needs nothing more
@@ -142,16 +148,16 @@ struct repl_event {
 	uint8_t value[CM_EVENT_PAYLOAD_MAX];
 };
 
-/* transport_repl.c */
+/* transport_repl_peers.c */
+/* The master of rank: its lowest live replica, -1 if none is left. */
 int repl_master_of(const struct repl *s, int rank);
 int repl_is_master(const struct repl *s);
+/* Since the last call, have processes died (s->changed) and made this
+ * replica master for the first time? 1 once, then 0. */
+int repl_elect(struct repl *s);
+/* The connection to process p (rank * nrep + replica), opened at first
+ * use. NULL: p is dead (its port refuses) or out of memory. */
 struct cm_conn *repl_link_to(struct repl *s, int p);
-void repl_sync_ack(struct repl *s, const struct rmsg *u);
-/* Accepts every process connecting to us (owner: the struct repl). */
-void repl_accept_all(void *owner);
-/* Frees the connections that ended, marks their far ends dead (after
- * reading what each wrote elsewhere) and re-checks who is master. */
-void repl_reap(struct repl *s);
 
 /* transport_repl_wait.c */
 /* The transport's progress hook. */
@@ -159,6 +165,13 @@ int repl_progress(struct cm_transport *t, int timeout_ms);
 /* A connection from a peer, just introduced: read it as the others (lazily
  * while we read lazily; a master's sleep in recvmsg() on it bounded). */
 void repl_prepare_reads(struct repl *s, struct cm_conn *c);
+/* Frees c, and the message it was receiving: a sender that died in the
+ * middle of a frame leaves its part behind (its next replica re-sends it
+ * whole). */
+void repl_conn_free(struct cm_conn *c);
+/* After processes died: if this replica has just become master, it
+ * promotes itself (repl_promote) and matches its undecided receives. */
+void repl_check_master(struct repl *s);
 
 /* A master's batch (writes to the destinations' non-master replicas and
  * commits) goes out at the latest after this many messages or bytes, or
@@ -170,8 +183,10 @@ void repl_prepare_reads(struct repl *s, struct cm_conn *c);
 #define REPL_BATCH_MAX (16u * 1024u)
 
 /* transport_repl_send.c */
-/* The transport's isend and event hooks (struct cm_transport). */
-int repl_isend(struct cm_transport *t, struct cm_req *req);
+/* The isend hook's send to another rank (sends to self are matched
+ * locally, transport_repl_match.c). */
+int repl_send_to_peer(struct repl *s, struct cm_req *req);
+/* The transport's event hooks (struct cm_transport). */
 int repl_event(struct cm_transport *t, uint32_t kind, void *value, size_t len, int *replayed);
 int repl_event_peek(struct cm_transport *t, uint32_t *kind);
 /* A record for a len-byte message (data to be filled), zeroed otherwise. */
@@ -195,7 +210,10 @@ void repl_on_sent(struct cm_conn *c, struct cm_req *tok);
 void repl_settle_conn(struct repl *s, struct cm_conn *c);
 int repl_add_event(struct repl *s, uint32_t kind, const void *value, size_t len);
 void repl_send_event(struct repl *s, size_t i);
-void repl_check_master(struct repl *s);
+/* This replica has just become master: re-sends our events, our choices
+ * for MPI_ANY_SOURCE receives (the old master's included), our backups,
+ * oldest first, and flushes. 0, -1 if a backup could not be sent. */
+int repl_promote(struct repl *s);
 void repl_on_commit(struct repl *s, uint64_t key);
 
 /* transport_repl_match.c */

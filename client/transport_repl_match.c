@@ -77,6 +77,24 @@ static int add_choice(struct repl *s, uint64_t reqid, int src, int applied)
 	return 0;
 }
 
+/* A SYNC_ACK for a matched message goes to the process it came from, on
+ * the connection we opened to it: every connection carries frames one way
+ * only (see on_hello in transport_repl.c). */
+static void sync_ack(struct repl *s, const struct rmsg *u)
+{
+	repl_flush_replicas(s); /* the choice that matched it goes first */
+	struct cm_conn *c = repl_link_to(s, u->from);
+	if (c && cm_conn_alive(c))
+		cm_conn_send_ctl(c,
+		                 &(struct cm_header){.type = CM_T_SYNC_ACK,
+		                                     .src = s->rank,
+		                                     .dst = u->m.src,
+		                                     .tag = u->m.tag,
+		                                     .ctx = u->m.ctx,
+		                                     .clock = u->seq},
+		                 NULL, 0);
+}
+
 static void deliver(struct repl *s, struct rmsg *u, struct cm_req *r)
 {
 	/* The master chooses for an MPI_ANY_SOURCE receive; a non-master's has
@@ -85,7 +103,7 @@ static void deliver(struct repl *s, struct rmsg *u, struct cm_req *r)
 		repl_send_choice(s, s->nchoices - 1);
 	cm_match_deliver_copy(r, u->m.src, u->m.tag, u->data, u->m.len);
 	if (u->sync && u->from >= 0)
-		repl_sync_ack(s, u);
+		sync_ack(s, u);
 	free_msg(u);
 }
 

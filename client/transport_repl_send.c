@@ -2,9 +2,9 @@
  * overview): a master's messages go on the wire to every live replica of
  * their destination and are committed to its own replicas once written, in
  * batches; a non-master keeps them as backups until that commit, and
- * re-sends them if it becomes master. Also the events (MPI_Wtime values
- * and other outcomes) a master hands its replicas, and the transport's
- * isend and event hooks. */
+ * re-sends them if it becomes master (repl_promote). Also the events
+ * (MPI_Wtime values and other outcomes) a master hands its replicas, the
+ * transport's event hooks, and its isend hook's sends to other ranks. */
 #include <config.h>
 
 #include <stdlib.h>
@@ -390,10 +390,7 @@ void repl_send_choice(struct repl *s, size_t i)
 	}
 }
 
-/* We have just become master: re-send our events, our choices for
- * MPI_ANY_SOURCE receives (the old master's included), our backups,
- * oldest first; then our receives still waiting for a choice are ours. */
-static int promote(struct repl *s)
+int repl_promote(struct repl *s)
 {
 	for (size_t i = 0; i < s->events.n; i++)
 		repl_send_event(s, i);
@@ -411,29 +408,7 @@ static int promote(struct repl *s)
 		r = next;
 	}
 	repl_flush(s);
-	repl_decide_own(s);
 	return rc;
-}
-
-void repl_check_master(struct repl *s)
-{
-	if (!s->changed)
-		return;
-	s->changed = 0;
-	if (!s->was_master && repl_is_master(s)) {
-		s->was_master = 1;
-		/* A lower replica that said BYE had written everything (events,
-		 * commits, its last messages) to each of us first: we run behind
-		 * it, nothing is left to re-send. */
-		for (int k = 0; k < s->replica; k++) {
-			if (s->finished[s->rank * s->nrep + k]) {
-				repl_decide_own(s);
-				return;
-			}
-		}
-		if (promote(s) < 0)
-			s->fatal = 1;
-	}
 }
 
 void repl_on_commit(struct repl *s, uint64_t key)
@@ -458,24 +433,10 @@ void repl_on_commit(struct repl *s, uint64_t key)
 	s->backups_tail = prev;
 }
 
-/* ---- the transport hooks of sends and events ---- */
+/* ---- sends to another rank, and the transport hooks of events ---- */
 
-int repl_isend(struct cm_transport *t, struct cm_req *req)
+int repl_send_to_peer(struct repl *s, struct cm_req *req)
 {
-	struct repl *s = t->state;
-	req->done = 0;
-	req->error = 0;
-	if (req->peer < 0 || req->peer >= s->size || req->tag < 0 ||
-	    req->slen > CM_MAX_PAYLOAD || (req->slen && !req->sbuf)) {
-		cm_err("rank %d: send to rank %d tag %d length %zu: bad destination, tag "
-		       "or length",
-		       s->rank, req->peer, req->tag, req->slen);
-		return -1;
-	}
-	if (s->fatal)
-		return -1;
-	if (req->peer == s->rank)
-		return repl_self_send(s, req);
 	uint64_t seq = s->sendseq[req->peer]++;
 	req->id = seq;
 	if (seq < s->committed[req->peer]) {

@@ -2,7 +2,9 @@
  * the overview): the transport's progress hook. A non-master reads lazily,
  * a master whose input can only come from one process sleeps in recvmsg()
  * on that connection, and a master's batch (transport_repl_send.c) bounds
- * every wait. */
+ * every wait. What a wait finds about the peers is handled here too: new
+ * connections accepted, ended ones reaped (their far end is dead), and,
+ * when the master was among them, this replica's promotion. */
 #include <config.h>
 
 #include <sys/socket.h>
@@ -124,6 +126,91 @@ static struct cm_conn *single_source(struct repl *s, int timeout_ms)
 	return source;
 }
 
+/* ---- peers that went: their connections reaped, a new master ---- */
+
+static void accept_all(void *owner)
+{
+	struct repl *s = owner;
+	cm_connset_accept(&s->net, s->listen_fd, s->rank, s->ops, s, &s->lim, 1);
+}
+
+/* Process p's connection ended: read everything p wrote on its other
+ * connections first. Its commits travel on the connection it opened to
+ * us; acting on its death before them would re-send committed messages. */
+static void drain_peer(struct repl *s, int p)
+{
+	accept_all(s);
+	for (size_t i = 0; i < s->net.nconns; i++) {
+		struct cm_conn *c = s->net.conns[i];
+		if (cm_conn_alive(c) && (c->peer == p || c->peer < 0))
+			cm_conn_read(c);
+	}
+}
+
+void repl_conn_free(struct cm_conn *c)
+{
+	if (c->in_body && c->in_sink.kind == 1)
+		repl_msg_free(c->in_sink.cookie);
+	cm_conn_free(c);
+}
+
+/* Frees connections that ended; their far end is dead (or finished). */
+static void reap(struct repl *s)
+{
+	for (size_t i = 0; i < s->net.nconns; i++) {
+		struct cm_conn *c = s->net.conns[i];
+		if (!cm_conn_alive(c) && c->peer >= 0 && !s->dead[c->peer])
+			drain_peer(s, c->peer);
+	}
+	size_t keep = 0;
+	for (size_t i = 0; i < s->net.nconns; i++) {
+		struct cm_conn *c = s->net.conns[i];
+		if (cm_conn_alive(c)) {
+			s->net.conns[keep++] = c;
+			continue;
+		}
+		int p = c->peer;
+		if (p >= 0) {
+			if (!s->dead[p] && !s->draining)
+				s->changed = 1;
+			s->dead[p] = 1;
+			if (s->out[p] == c)
+				s->out[p] = NULL;
+		}
+		repl_settle_conn(s, c);
+		repl_conn_free(c);
+	}
+	s->net.nconns = keep;
+	if (s->changed)
+		repl_flush(s); /* a promoted replica wants what we hold for it */
+	if (!s->draining)
+		repl_check_master(s);
+}
+
+/* A replica that has just become master (repl_elect) re-sends what the
+ * old master may not have (repl_promote); then its receives still waiting
+ * for a choice are its own to match. */
+void repl_check_master(struct repl *s)
+{
+	if (!repl_elect(s))
+		return;
+	/* A lower replica that said BYE had written everything (events,
+	 * commits, its last messages) to each of us first: we run behind it,
+	 * nothing is left to re-send. */
+	for (int k = 0; k < s->replica; k++) {
+		if (s->finished[s->rank * s->nrep + k]) {
+			repl_decide_own(s);
+			return;
+		}
+	}
+	int rc = repl_promote(s);
+	repl_decide_own(s);
+	if (rc < 0)
+		s->fatal = 1;
+}
+
+/* ---- waiting ---- */
+
 /* Master: milliseconds until the batch is due (REPL_BATCH_MS after its
  * oldest message), 0: now, -1: no batch. */
 static long long batch_due_ms(const struct repl *s)
@@ -149,17 +236,17 @@ int repl_progress(struct cm_transport *t, int timeout_ms)
 	struct cm_conn *source = single_source(s, timeout_ms);
 	if (source && !cm_connset_output_pending(&s->net)) {
 		cm_conn_read_wait(source);
-		repl_reap(s);
+		reap(s);
 		return s->fatal ? -1 : 0;
 	}
 	int wait = lazy_wait_ms(s, timeout_ms);
 	if (due > 0 && (wait < 0 || wait > due))
 		wait = (int)due;
 	unsigned long before = s->frames_in;
-	if (cm_connset_poll(&s->net, s->rank, wait, repl_accept_all, s) < 0)
+	if (cm_connset_poll(&s->net, s->rank, wait, accept_all, s) < 0)
 		return -1;
 	s->last_poll_ms = cm_now_ms();
 	lazy_after_wait(s, before);
-	repl_reap(s);
+	reap(s);
 	return s->fatal ? -1 : 0;
 }
