@@ -1,6 +1,7 @@
-/* Internal to the threaded engines (engine_common.c, engine_conn.c,
- * engine_workers.c): connections, workers and the engine object. The
- * overview of how they work together is at the top of engine_common.c. */
+/* Internal to the threaded engines (engine_common.c, engine_mailbox.c,
+ * engine_conn.c, engine_workers.c): connections, workers and the engine
+ * object. The overview of how they work together is at the top of
+ * engine_common.c. */
 #ifndef CHANMEM_ENGINE_THREADED_H
 #define CHANMEM_ENGINE_THREADED_H
 
@@ -100,8 +101,10 @@ struct eng {
 	struct worker *workers; /* every worker not yet joined */
 };
 
-/* The worker whose thread this is (NULL in the accepting thread). */
+/* engine_mailbox.c: the worker whose thread this is (NULL in the accepting
+ * thread), and posting to a worker's mailboxes. */
 extern __thread struct worker *eng_current_worker;
+void eng_worker_post(struct worker *w, struct conn *c, unsigned rflags, unsigned wflags);
 
 /* engine_conn.c: the reader and writer roles of a connection. */
 void eng_conn_unref(struct conn *c);
@@ -116,8 +119,7 @@ void eng_writer_flush(struct conn *c);
 void eng_on_writable(struct ev_loop *loop, ev_io *w, int revents);
 void eng_writer_close(struct conn *c);
 
-/* engine_workers.c: event-loop threads and their mailboxes. */
-void eng_worker_post(struct worker *w, struct conn *c, unsigned rflags, unsigned wflags);
+/* engine_workers.c: event-loop threads, draining their mailboxes. */
 struct worker *eng_worker_start(struct eng *e, bool one_shot);
 void eng_reap_workers(struct eng *e);
 void eng_stop_workers(struct eng *e);
