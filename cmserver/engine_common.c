@@ -6,11 +6,12 @@
  * and dispatches frames under the domain locks (engine_locks.c). Any thread
  * that queues output for a connection (the core's wake hook) posts it to its
  * writer's mailbox and, if that writer is another thread, wakes it with
- * ev_async (thread-per-client first tries to write it itself: see
- * eng_on_wake in engine_conn.c). The writer drains the queue with
- * non-blocking sendmsg batches under OUTQ(s) and arms an EV_WRITE watcher
- * when the kernel is full, so a client that stops reading only grows its
- * own queue: no thread ever blocks on a socket while holding a lock.
+ * ev_async (with readers_write_produced in the topology, as in
+ * thread-per-client, the reader first writes it itself: see eng_on_wake in
+ * engine_conn.c). The writer drains the queue with non-blocking sendmsg
+ * batches under OUTQ(s) and arms an EV_WRITE watcher when the kernel is
+ * full, so a client that stops reading only grows its own queue: no thread
+ * ever blocks on a socket while holding a lock.
  *
  * Closing: only the writer closes the socket. The reader stops first and
  * posts CLOSE to the writer; a writer that fails posts WRITE_FAILED to the

@@ -19,6 +19,9 @@
 #define READS_PER_EVENT 16 /* full-buffer reads before yielding to other sockets */
 #define CLOSE_LINGER 2.0   /* seconds a refused peer gets to read its ERROR */
 
+/* Connections one read burst writes itself, at most (readers_write_produced). */
+#define ENG_PRODUCED_MAX 64
+
 /* Mailbox flags. */
 enum { R_WRITE_FAILED = 1, R_LINGER = 2, R_FINAL = 4, W_FLUSH = 1, W_CLOSE = 2 };
 
@@ -48,7 +51,8 @@ struct conn {
 	bool wr_done, wr_failed, shut_wr;
 	/* Under OUTQ(s): the writer found the socket full (it waits for
 	 * EV_WRITE) / closed wfd. A producing thread that writes for this
-	 * connection itself (thread-per-client, engine_conn.c) checks them. */
+	 * connection itself (readers_write_produced, engine_conn.c) checks
+	 * them. */
 	bool out_blocked, wfd_closed;
 	/* Mailbox links and flags: guarded by the mutex of the worker. */
 	struct conn *new_next, *rq_next, *wq_next;
@@ -77,8 +81,14 @@ struct worker {
 	pthread_mutex_t mu; /* the three mailboxes */
 	struct conn *new_head, *rq_head, *wq_head;
 	CM_VEC(struct post) batch; /* drain scratch (its thread only) */
-	struct worker *next;       /* e->workers, under e->reg_mu */
-	bool finished;             /* one_shot: the thread returned (under e->reg_mu) */
+	/* Its thread only: inside a read burst of a topology with
+	 * readers_write_produced, and the connections of other writers the
+	 * burst produced output for, each with a reference (eng_on_wake). */
+	bool in_burst;
+	unsigned nproduced;
+	struct conn *produced[ENG_PRODUCED_MAX];
+	struct worker *next; /* e->workers, under e->reg_mu */
+	bool finished;       /* one_shot: the thread returned (under e->reg_mu) */
 };
 
 struct eng {
