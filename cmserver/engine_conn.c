@@ -103,42 +103,27 @@ void eng_reader_stop(struct conn *c, const char *why)
 		eng_conn_unref(c); /* the reader's reference; else dropped on R_FINAL */
 }
 
+/* The read loop's input: the frames dispatched under their domain locks,
+ * with in_mu held (error_settled). Whatever a read produced may wait for
+ * another thread, so a cut-through payload's reads always yield. */
+static bool feed_core(void *conn, struct cm_session *s, size_t n)
+{
+	struct conn *c = conn;
+	pthread_mutex_lock(&c->in_mu);
+	eng_input(&c->e->locks, s, n);
+	pthread_mutex_unlock(&c->in_mu);
+	return true;
+}
+
 void eng_on_readable(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct conn *c = w->data;
 	struct worker *wk = c->rd;
+	int err;
 	burst_begin(wk);
-	for (int i = 0; i < READS_PER_EVENT && !c->rd_done; i++) {
-		struct iovec iov[2];
-		int n = cm_session_read_iov(c->s, iov);
-		size_t want = iov[0].iov_len + (n > 1 ? iov[1].iov_len : 0);
-		ssize_t r = readv(c->fd, iov, n);
-		if (r > 0) {
-			pthread_mutex_lock(&c->in_mu);
-			eng_input(&c->e->locks, c->s, (size_t)r);
-			pthread_mutex_unlock(&c->in_mu);
-			if (cm_session_held(c->s)) {
-				/* Backpressure: this sender waits, its socket fills. */
-				ev_io_stop(loop, &c->rw);
-				ev_timer_again(loop, &c->hold);
-				break;
-			}
-			/* A cut-through payload is forwarded as it arrives: let the
-			 * writers of this loop run between its reads. */
-			if ((size_t)r < want || cm_session_filling(c->s))
-				break;
-			continue;
-		}
-		if (r == 0) {
-			eng_reader_stop(c, "peer closed");
-			break;
-		}
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			eng_reader_stop(c, strerror(errno));
-		break;
-	}
+	if (!c->rd_done &&
+	    eng_read_burst(loop, &c->rw, &c->hold, c->s, feed_core, c, &err) == ENG_READ_CLOSED)
+		eng_reader_stop(c, err ? strerror(err) : "peer closed");
 	burst_end(wk);
 	ev_invoke(wk->loop, &wk->async, EV_ASYNC); /* drain what this produced */
 }

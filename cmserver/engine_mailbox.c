@@ -1,5 +1,6 @@
-/* The workers' mailboxes, the posting side: any thread hands a connection
- * to a worker with reader (R_*) or writer (W_*) flags. The worker drains
+/* The workers' mailboxes, the posting side: the acceptor hands a new
+ * connection to its reading worker, and any thread posts a connection to
+ * a worker with reader (R_*) or writer (W_*) flags. The worker drains
  * them in its own loop (engine_workers.c), calling the connection's roles
  * (engine_conn.c), which post here in turn: this file sits below both. */
 #include "config.h"
@@ -31,4 +32,14 @@ void eng_worker_post(struct worker *w, struct conn *c, unsigned rflags, unsigned
 	/* The worker drains its own mailbox at the end of every callback. */
 	if (eng_current_worker != w)
 		ev_async_send(w->loop, &w->async);
+}
+
+void eng_worker_adopt(struct worker *w, struct conn *c)
+{
+	__atomic_add_fetch(&w->load, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&w->mu);
+	c->new_next = w->new_head;
+	w->new_head = c;
+	pthread_mutex_unlock(&w->mu);
+	ev_async_send(w->loop, &w->async);
 }

@@ -6,6 +6,7 @@
 #define CHANMEM_ENGINE_THREADED_H
 
 #include "engine_common.h"
+#include "engine_io.h"
 #include "engine_locks.h"
 #include "list.h"
 #include "vec.h"
@@ -15,9 +16,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#define READS_PER_EVENT 16 /* full-buffer reads before yielding to other sockets */
-#define CLOSE_LINGER 2.0   /* seconds a refused peer gets to read its ERROR */
 
 /* Connections one read burst writes itself, at most (readers_write_produced). */
 #define ENG_PRODUCED_MAX 64
@@ -98,12 +96,7 @@ struct eng {
 	struct worker **readers; /* topo.readers of them */
 	struct worker *sender;
 	struct ev_loop *loop; /* the accepting thread's */
-	struct cm_listeners listeners;
-	ev_io accept_w[CM_MAX_LISTENERS]; /* one per listener */
-	ev_timer accept_pause;
-	ev_timer auth_sweep; /* drops connections past ENG_AUTH_DEADLINE */
-	struct eng_log_limit accept_log;
-	ev_signal sigterm, sigint;
+	struct eng_acceptor acceptor;
 	pthread_mutex_t reg_mu;
 	/* Connections whose socket is open, newest first: both descriptors
 	 * stay open while a connection is listed. */
@@ -115,6 +108,8 @@ struct eng {
  * thread), and posting to a worker's mailboxes. */
 extern __thread struct worker *eng_current_worker;
 void eng_worker_post(struct worker *w, struct conn *c, unsigned rflags, unsigned wflags);
+/* The acceptor hands a new connection to its reading worker. */
+void eng_worker_adopt(struct worker *w, struct conn *c);
 
 /* engine_conn.c: the reader and writer roles of a connection. */
 void eng_conn_unref(struct conn *c);
