@@ -63,34 +63,6 @@ struct cm_engine {
 	cm_engine_fn run; /* NULL: the mode is planned but not built yet */
 };
 
-struct cm_session;
-enum eng_send_result { ENG_SEND_DRAINED, ENG_SEND_BLOCKED, ENG_SEND_FAILED };
-/* Writes the output queue of s to fd without blocking, in sendmsg batches,
- * until the queue is empty (DRAINED), the socket is full (BLOCKED), or a
- * write fails (FAILED, errno in *err). The caller holds OUTQ(s). */
-enum eng_send_result eng_send_output(struct cm_session *s, int fd, int *err);
-
-/* Peers without the job secret. An accepted connection has ENG_AUTH_DEADLINE
- * seconds to authenticate (a real rank sends HELLO as soon as it connects),
- * checked every ENG_AUTH_SWEEP seconds; at the descriptor limit the oldest
- * unauthenticated connections are dropped to make room, and only when none
- * is left does the engine pause accepting (ENG_ACCEPT_PAUSE). Idle
- * connections from someone without the secret thus cannot keep ranks out. */
-#define ENG_AUTH_DEADLINE 5.0
-#define ENG_AUTH_SWEEP 1.0
-#define ENG_ACCEPT_PAUSE 0.1
-/* A condition that repeats (out of descriptors) is logged at most once per
- * this many seconds, with the count of repeats since. */
-#define ENG_LOG_EVERY 10.0
-
-struct eng_log_limit {
-	double last;         /* when it was last logged, 0 = never */
-	unsigned long quiet; /* repeats not logged since */
-};
-/* true: log now (with *repeats, the repeats not logged since); false:
- * counted, stay quiet. */
-bool eng_log_due(struct eng_log_limit *l, double now, unsigned long *repeats);
-
 /* Every mode --mode knows, built or not; ends with a NULL name. */
 extern const struct cm_engine cm_engines[];
 

@@ -1,16 +1,19 @@
-/* The threaded engines: one accepting thread (the main thread, which also
- * handles SIGTERM/SIGINT) and workers, each a libev loop in its own thread.
+/* The threaded engines: the acceptor every engine has (engine_io.c), in the
+ * main thread, which also handles SIGTERM/SIGINT, hands each new socket to
+ * a reading worker's mailbox; workers are libev loops, each in its own
+ * thread, that own the connections handed to them.
  *
  * A connection has a reading worker and a writing worker (the same one
  * unless the topology has a sender thread). The reader reads into the core
  * and dispatches frames under the domain locks (engine_locks.c). Any thread
  * that queues output for a connection (the core's wake hook) posts it to its
  * writer's mailbox and, if that writer is another thread, wakes it with
- * ev_async (thread-per-client first tries to write it itself: see
- * eng_on_wake in engine_conn.c). The writer drains the queue with
- * non-blocking sendmsg batches under OUTQ(s) and arms an EV_WRITE watcher
- * when the kernel is full, so a client that stops reading only grows its
- * own queue: no thread ever blocks on a socket while holding a lock.
+ * ev_async (with readers_write_produced in the topology, as in
+ * thread-per-client, the reader first writes it itself: see eng_on_wake in
+ * engine_conn.c). The writer drains the queue with non-blocking sendmsg
+ * batches under OUTQ(s) and arms an EV_WRITE watcher when the kernel is
+ * full, so a client that stops reading only grows its own queue: no thread
+ * ever blocks on a socket while holding a lock.
  *
  * Closing: only the writer closes the socket. The reader stops first and
  * posts CLOSE to the writer; a writer that fails posts WRITE_FAILED to the
@@ -24,16 +27,13 @@
 #include "log.h"
 #include "net.h"
 
-#include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* ---- accepting thread ---- */
+/* ---- the acceptor's side (engine_io.c): the main thread ---- */
 
 static struct worker *pick_reader(struct eng *e)
 {
@@ -47,11 +47,53 @@ static struct worker *pick_reader(struct eng *e)
 	return best;
 }
 
+/* A new socket becomes a connection handed to its reading worker. */
+static bool adopt(void *ctx, int fd, double now)
+{
+	struct eng *e = ctx;
+	if (e->topo.readers == 0)
+		eng_reap_workers(e);
+	struct conn *c = calloc(1, sizeof *c);
+	int wfd = e->topo.sender_thread ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : fd;
+	struct worker *rd = c && wfd >= 0 ? pick_reader(e) : NULL;
+	struct cm_session *s = rd ? eng_session_new(&e->locks, e->core, c) : NULL;
+	if (s == NULL) {
+		if (wfd >= 0 && wfd != fd)
+			close(wfd);
+		if (rd && rd->one_shot) { /* nothing was handed to it: let it end */
+			__atomic_store_n(&rd->stop, true, __ATOMIC_RELEASE);
+			ev_async_send(rd->loop, &rd->async);
+		}
+		free(c);
+		return false;
+	}
+	c->e = e;
+	c->s = s;
+	c->accepted = now;
+	pthread_mutex_init(&c->in_mu, NULL);
+	c->fd = fd;
+	c->wfd = wfd;
+	c->rd = rd;
+	c->wr = e->topo.sender_thread ? e->sender : rd;
+	c->refs = 2; /* reader + writer roles */
+	ev_io_init(&c->rw, eng_on_readable, fd, EV_READ);
+	ev_io_init(&c->ww, eng_on_writable, wfd, EV_WRITE);
+	ev_timer_init(&c->linger, eng_on_linger, ENG_CLOSE_LINGER, 0.);
+	ev_timer_init(&c->hold, eng_on_hold, CM_HOLD_RETRY, CM_HOLD_RETRY);
+	c->rw.data = c->ww.data = c->linger.data = c->hold.data = c;
+	pthread_mutex_lock(&e->reg_mu);
+	cm_list_push_front(&e->reg, &c->reg_link);
+	pthread_mutex_unlock(&e->reg_mu);
+	eng_worker_adopt(rd, c);
+	return true;
+}
+
 /* Shuts down the sockets of up to max connections without the job secret,
  * oldest first, that were accepted before `before` (0: any); their readers
- * then close them. Returns how many. Accepting thread. */
-static unsigned drop_unauthenticated(struct eng *e, double before, unsigned max)
+ * then close them. */
+static unsigned drop_unauthenticated(void *ctx, double before, unsigned max, const char *why)
 {
+	struct eng *e = ctx;
 	unsigned n = 0;
 	pthread_mutex_lock(&e->reg_mu);
 	struct conn *c;
@@ -70,107 +112,8 @@ static unsigned drop_unauthenticated(struct eng *e, double before, unsigned max)
 	return n;
 }
 
-/* Out of descriptors (or threads): make room from the peers without the
- * secret, and stop accepting for a moment either way -- the dropped ones
- * are closed by their readers, not here, so accepting at once would fail
- * again. */
-static void pause_accepting(struct eng *e, const char *why)
-{
-	unsigned dropped = drop_unauthenticated(e, 0, 16);
-	unsigned long repeats;
-	if (eng_log_due(&e->accept_log, ev_now(e->loop), &repeats))
-		cm_err("cannot take a new connection: %s; dropped %u without the job secret, "
-		       "pausing (%lu more times since the last report)",
-		       why, dropped, repeats);
-	for (unsigned k = 0; k < e->listeners.n; k++)
-		ev_io_stop(e->loop, &e->accept_w[k]);
-	/* A one-shot timer that has fired keeps its expired time: started
-	 * again as it is, it would fire at once and the pause never pause. */
-	ev_timer_set(&e->accept_pause, ENG_ACCEPT_PAUSE, 0.);
-	ev_timer_start(e->loop, &e->accept_pause);
-}
-
-static void on_accept(struct ev_loop *loop, ev_io *aw, int revents)
-{
-	struct eng *e = aw->data;
-	if (e->topo.readers == 0)
-		eng_reap_workers(e);
-	for (int i = 0; i < 64; i++) {
-		int fd = accept4(aw->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return;
-			pause_accepting(e, strerror(errno));
-			return;
-		}
-		cm_tune_socket(fd);
-		struct conn *c = calloc(1, sizeof *c);
-		int wfd = e->topo.sender_thread ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : fd;
-		struct worker *rd = c && wfd >= 0 ? pick_reader(e) : NULL;
-		struct cm_session *s = rd ? eng_session_new(&e->locks, e->core, c) : NULL;
-		if (s == NULL) {
-			if (wfd >= 0 && wfd != fd)
-				close(wfd);
-			if (rd && rd->one_shot) { /* nothing was handed to it: let it end */
-				__atomic_store_n(&rd->stop, true, __ATOMIC_RELEASE);
-				ev_async_send(rd->loop, &rd->async);
-			}
-			free(c);
-			close(fd);
-			/* Most likely out of descriptors for the worker's loop or
-			 * of threads: the same remedy as a failed accept. */
-			pause_accepting(e, "out of memory, descriptors or threads");
-			return;
-		}
-		c->e = e;
-		c->s = s;
-		c->accepted = ev_now(loop);
-		pthread_mutex_init(&c->in_mu, NULL);
-		c->fd = fd;
-		c->wfd = wfd;
-		c->rd = rd;
-		c->wr = e->topo.sender_thread ? e->sender : rd;
-		c->refs = 2; /* reader + writer roles */
-		ev_io_init(&c->rw, eng_on_readable, fd, EV_READ);
-		ev_io_init(&c->ww, eng_on_writable, wfd, EV_WRITE);
-		ev_timer_init(&c->linger, eng_on_linger, CLOSE_LINGER, 0.);
-		ev_timer_init(&c->hold, eng_on_hold, CM_HOLD_RETRY, CM_HOLD_RETRY);
-		c->rw.data = c->ww.data = c->linger.data = c->hold.data = c;
-		__atomic_add_fetch(&rd->load, 1, __ATOMIC_RELAXED);
-		pthread_mutex_lock(&e->reg_mu);
-		cm_list_push_front(&e->reg, &c->reg_link);
-		pthread_mutex_unlock(&e->reg_mu);
-		pthread_mutex_lock(&rd->mu);
-		c->new_next = rd->new_head;
-		rd->new_head = c;
-		pthread_mutex_unlock(&rd->mu);
-		ev_async_send(rd->loop, &rd->async);
-		cm_debug("connection fd %d accepted", fd);
-	}
-}
-
-static void on_accept_pause(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	struct eng *e = w->data;
-	for (unsigned k = 0; k < e->listeners.n; k++)
-		ev_io_start(loop, &e->accept_w[k]);
-}
-
-static void on_auth_sweep(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	struct eng *e = w->data;
-	unsigned n = drop_unauthenticated(e, ev_now(loop) - ENG_AUTH_DEADLINE, UINT_MAX);
-	if (n)
-		cm_debug("%u connections without the job secret in time dropped", n);
-}
-
-static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
-{
-	cm_info("signal %d: shutting down", w->signum);
-	ev_break(loop, EVBREAK_ALL);
-}
+static const struct eng_acceptor_ops threaded_acceptor_ops = {
+    .adopt = adopt, .drop_unauthenticated = drop_unauthenticated};
 
 static void shutdown_all(struct eng *e)
 {
@@ -199,7 +142,6 @@ int cm_engine_threaded(const struct cm_server_opts *opts, const struct cm_listen
 		return 1;
 	}
 	e->topo = *topo;
-	e->listeners = *ls;
 	eng_locks_init(&e->locks);
 	pthread_mutex_init(&e->reg_mu, NULL);
 	cm_list_init(&e->reg);
@@ -220,7 +162,6 @@ int cm_engine_threaded(const struct cm_server_opts *opts, const struct cm_listen
 	cfg.spill = opts->spill;
 	cfg.journal = opts->journal ? cm_journal_ops(opts->journal) : NULL;
 	cfg.spill_ctx = opts->spill_ctx;
-	cfg.journal = opts->journal ? cm_journal_ops(opts->journal) : NULL;
 	int status = 1;
 	e->core = cm_core_new(&cfg);
 	e->loop = ev_default_loop(EVFLAG_AUTO);
@@ -233,45 +174,17 @@ int cm_engine_threaded(const struct cm_server_opts *opts, const struct cm_listen
 	}
 	if (opts->journal && cm_journal_recover(opts->journal, e->core) < 0)
 		goto out;
-	for (unsigned k = 0; k < ls->n; k++)
-		if (cm_set_nonblock(ls->fds[k], 1) < 0) {
-			cm_err("listening socket: %s", strerror(errno));
-			goto out;
-		}
 	for (unsigned i = 0; i < topo->readers; i++)
 		if ((e->readers[i] = eng_worker_start(e, false)) == NULL)
 			goto out;
 	if (topo->sender_thread && (e->sender = eng_worker_start(e, false)) == NULL)
 		goto out;
-
-	for (unsigned k = 0; k < ls->n; k++) {
-		ev_io_init(&e->accept_w[k], on_accept, ls->fds[k], EV_READ);
-		e->accept_w[k].data = e;
-		ev_io_start(e->loop, &e->accept_w[k]);
-	}
-	ev_timer_init(&e->accept_pause, on_accept_pause, ENG_ACCEPT_PAUSE, 0.);
-	ev_timer_init(&e->auth_sweep, on_auth_sweep, ENG_AUTH_SWEEP, ENG_AUTH_SWEEP);
-	e->auth_sweep.data = e;
-	ev_timer_start(e->loop, &e->auth_sweep);
-	ev_signal_init(&e->sigterm, on_signal, SIGTERM);
-	ev_signal_init(&e->sigint, on_signal, SIGINT);
-	e->accept_pause.data = e;
-	ev_signal_start(e->loop, &e->sigterm);
-	ev_signal_start(e->loop, &e->sigint);
-	sigset_t stop;
-	sigemptyset(&stop);
-	sigaddset(&stop, SIGTERM);
-	sigaddset(&stop, SIGINT);
-	pthread_sigmask(SIG_UNBLOCK, &stop, NULL);
-	ev_run(e->loop, 0);
-	pthread_sigmask(SIG_BLOCK, &stop, NULL);
-	for (unsigned k = 0; k < ls->n; k++)
-		ev_io_stop(e->loop, &e->accept_w[k]);
-	ev_timer_stop(e->loop, &e->accept_pause);
-	ev_timer_stop(e->loop, &e->auth_sweep);
-	ev_signal_stop(e->loop, &e->sigterm);
-	ev_signal_stop(e->loop, &e->sigint);
-	status = 0;
+	e->acceptor = (struct eng_acceptor){.loop = e->loop,
+	                                    .ops = &threaded_acceptor_ops,
+	                                    .ctx = e,
+	                                    .drops_close_at_once = false,
+	                                    .listeners = *ls};
+	status = eng_acceptor_run(&e->acceptor);
 out:
 	if (opts->monitor) /* connections closed from here on are not failures */
 		cm_monitor_detach(opts->monitor);

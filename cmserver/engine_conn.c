@@ -24,25 +24,18 @@ void eng_conn_unref(struct conn *c)
 	free(c);
 }
 
-/* thread-per-client: connections other than its own that a reading thread
- * produced output for during one read burst (eng_on_readable), each with a
- * reference. It writes them itself at the end of the burst, under OUTQ
- * only, instead of waking their threads: a hand-over costs the receiving
- * thread's wake-up and an eventfd round, ~2.8 us a message pinned to one
- * core (NPcm 1 B: 10.50 us one way against mono's 7.65). What it cannot
- * write (socket full, connection closing or failed) still goes to the
- * connection's own thread, the one waiter for EV_WRITE. */
-#define PRODUCED_MAX 64
-static __thread struct conn *produced[PRODUCED_MAX];
-static __thread unsigned nproduced;
-static __thread bool in_burst;
-
+/* A reader whose topology says readers_write_produced (thread-per-client)
+ * collects, during one read burst (eng_on_readable, eng_on_hold), the
+ * connections of other writers it produced output for, each with a
+ * reference (worker->produced), and writes them itself at the end of the
+ * burst, under OUTQ only, instead of waking their writers. */
 void eng_on_wake(void *ctx, struct cm_session *s)
 {
 	struct conn *c = cm_session_engine_data(s);
-	if (in_burst && c->wr != eng_current_worker && nproduced < PRODUCED_MAX) {
+	struct worker *me = eng_current_worker;
+	if (me && me->in_burst && c->wr != me && me->nproduced < ENG_PRODUCED_MAX) {
 		__atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
-		produced[nproduced++] = c;
+		me->produced[me->nproduced++] = c;
 		return;
 	}
 	eng_worker_post(c->wr, c, 0, W_FLUSH);
@@ -65,13 +58,19 @@ static void write_produced(struct conn *c)
 	eng_out_unlock(&e->locks, c->s);
 }
 
-static void flush_produced(void)
+static void burst_begin(struct worker *wk)
 {
-	for (unsigned i = 0; i < nproduced; i++) {
-		write_produced(produced[i]);
-		eng_conn_unref(produced[i]);
+	wk->in_burst = wk->e->topo.readers_write_produced;
+}
+
+static void burst_end(struct worker *wk)
+{
+	wk->in_burst = false;
+	for (unsigned i = 0; i < wk->nproduced; i++) {
+		write_produced(wk->produced[i]);
+		eng_conn_unref(wk->produced[i]);
 	}
-	nproduced = 0;
+	wk->nproduced = 0;
 }
 
 void eng_hook_out_lock(void *ctx, struct cm_session *s)
@@ -104,44 +103,28 @@ void eng_reader_stop(struct conn *c, const char *why)
 		eng_conn_unref(c); /* the reader's reference; else dropped on R_FINAL */
 }
 
+/* The read loop's input: the frames dispatched under their domain locks,
+ * with in_mu held (error_settled). Whatever a read produced may wait for
+ * another thread, so a cut-through payload's reads always yield. */
+static bool feed_core(void *conn, struct cm_session *s, size_t n)
+{
+	struct conn *c = conn;
+	pthread_mutex_lock(&c->in_mu);
+	eng_input(&c->e->locks, s, n);
+	pthread_mutex_unlock(&c->in_mu);
+	return true;
+}
+
 void eng_on_readable(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct conn *c = w->data;
 	struct worker *wk = c->rd;
-	in_burst = wk->one_shot;
-	for (int i = 0; i < READS_PER_EVENT && !c->rd_done; i++) {
-		struct iovec iov[2];
-		int n = cm_session_read_iov(c->s, iov);
-		size_t want = iov[0].iov_len + (n > 1 ? iov[1].iov_len : 0);
-		ssize_t r = readv(c->fd, iov, n);
-		if (r > 0) {
-			pthread_mutex_lock(&c->in_mu);
-			eng_input(&c->e->locks, c->s, (size_t)r);
-			pthread_mutex_unlock(&c->in_mu);
-			if (cm_session_held(c->s)) {
-				/* Backpressure: this sender waits, its socket fills. */
-				ev_io_stop(loop, &c->rw);
-				ev_timer_again(loop, &c->hold);
-				break;
-			}
-			/* A cut-through payload is forwarded as it arrives: let the
-			 * writers of this loop run between its reads. */
-			if ((size_t)r < want || cm_session_filling(c->s))
-				break;
-			continue;
-		}
-		if (r == 0) {
-			eng_reader_stop(c, "peer closed");
-			break;
-		}
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			eng_reader_stop(c, strerror(errno));
-		break;
-	}
-	in_burst = false;
-	flush_produced();
+	int err;
+	burst_begin(wk);
+	if (!c->rd_done &&
+	    eng_read_burst(loop, &c->rw, &c->hold, c->s, feed_core, c, &err) == ENG_READ_CLOSED)
+		eng_reader_stop(c, err ? strerror(err) : "peer closed");
+	burst_end(wk);
 	ev_invoke(wk->loop, &wk->async, EV_ASYNC); /* drain what this produced */
 }
 
@@ -153,7 +136,7 @@ void eng_on_hold(struct ev_loop *loop, ev_timer *w, int revents)
 	struct worker *wk = c->rd;
 	if (c->rd_done)
 		return;
-	in_burst = wk->one_shot;
+	burst_begin(wk);
 	/* Spilling the logs does nothing for a peer that does not read. */
 	if (!cm_session_held_output(c->s))
 		eng_relieve(&c->e->locks, c->e->core);
@@ -164,8 +147,7 @@ void eng_on_hold(struct ev_loop *loop, ev_timer *w, int revents)
 		ev_timer_stop(loop, &c->hold);
 		ev_io_start(loop, &c->rw);
 	}
-	in_burst = false;
-	flush_produced();
+	burst_end(wk);
 	ev_invoke(wk->loop, &wk->async, EV_ASYNC);
 }
 

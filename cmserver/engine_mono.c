@@ -1,31 +1,28 @@
 /* --mode mono: one libev loop multiplexes every connection and runs the
  * whole protocol; no other thread touches a connection or the core's state
  * (past --log-mem, the spill store's log-writer thread only stores payloads
- * it was handed), no locks. Reads go where the core says (cm_session_read_iov), output queues
- * are drained with one sendmsg per batch, and an EV_WRITE watcher is armed
- * only while a connection has output the kernel would not take. A client
- * that stops reading only grows its own queue. */
+ * it was handed), no locks. The acceptor, the read loop and the output
+ * drain are every engine's (engine_io.c); here the acceptor hands a new
+ * socket to the same loop, the read loop feeds the core directly, and the
+ * output of a callback is drained at its end, with an EV_WRITE watcher
+ * armed only while a connection has output the kernel would not take. A
+ * client that stops reading only grows its own queue. */
 #include "config.h"
 
 #include "core.h"
-#include "engine.h"
+#include "engine_io.h"
 #include "journal.h"
 #include "list.h"
 
 #include "log.h"
 #include "net.h"
 
-#include <errno.h>
 #include <ev.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#define READS_PER_EVENT 16 /* full-buffer reads before yielding to other sockets */
-#define CLOSE_LINGER 2.0   /* seconds a refused peer gets to read its ERROR */
 
 struct mono;
 
@@ -45,12 +42,7 @@ struct conn {
 struct mono {
 	struct ev_loop *loop;
 	struct cm_core *core;
-	unsigned nlisteners;
-	ev_io accept_w[CM_MAX_LISTENERS]; /* one per listening socket */
-	ev_timer accept_pause;
-	ev_timer auth_sweep; /* drops connections past ENG_AUTH_DEADLINE */
-	struct eng_log_limit accept_log;
-	ev_signal sigterm, sigint;
+	struct eng_acceptor acceptor;
 	struct cm_list conns; /* every open connection, newest first */
 	struct conn *dirty;
 	unsigned nconns;
@@ -144,39 +136,22 @@ static void on_wake(void *ctx, struct cm_session *s)
 	m->dirty = c;
 }
 
+/* The read loop's input: no locks, and a cut-through read yields only when
+ * this callback queued output somewhere. */
+static bool feed_core(void *conn, struct cm_session *s, size_t n)
+{
+	struct conn *c = conn;
+	cm_session_input(s, n);
+	return c->m->dirty != NULL;
+}
+
 static void on_readable(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct conn *c = w->data;
 	struct mono *m = c->m;
-	for (int i = 0; i < READS_PER_EVENT; i++) {
-		struct iovec iov[2];
-		int n = cm_session_read_iov(c->s, iov);
-		size_t want = iov[0].iov_len + (n > 1 ? iov[1].iov_len : 0);
-		ssize_t r = readv(c->fd, iov, n);
-		if (r > 0) {
-			cm_session_input(c->s, (size_t)r);
-			if (cm_session_held(c->s)) {
-				/* Backpressure: this sender waits, its socket fills. */
-				ev_io_stop(loop, &c->rw);
-				ev_timer_again(loop, &c->hold);
-				break;
-			}
-			if ((size_t)r < want)
-				break; /* drained the socket for now */
-			if (m->dirty && cm_session_filling(c->s))
-				break; /* cut-through: forward what arrived, then read on */
-			continue;
-		}
-		if (r == 0) {
-			conn_close(c, "peer closed");
-			break;
-		}
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			conn_close(c, strerror(errno));
-		break;
-	}
+	int err;
+	if (eng_read_burst(loop, &c->rw, &c->hold, c->s, feed_core, c, &err) == ENG_READ_CLOSED)
+		conn_close(c, err ? strerror(err) : "peer closed");
 	flush_dirty(m);
 }
 
@@ -213,112 +188,57 @@ static void on_linger(struct ev_loop *loop, ev_timer *w, int revents)
 	flush_dirty(m);
 }
 
-/* The connection without the job secret that came first (the list is
- * newest first), or NULL. */
-static struct conn *oldest_unauthenticated(struct mono *m)
+/* Acceptor: a new socket is read by this same loop. */
+static bool adopt(void *ctx, int fd, double now)
 {
-	struct conn *found = NULL, *c;
-	cm_list_for_each(c, &m->conns, struct conn, link)
-	{
-		if (!cm_session_authenticated(c->s))
-			found = c;
+	struct mono *m = ctx;
+	struct conn *c = calloc(1, sizeof *c);
+	struct cm_session *s = c ? cm_session_new(m->core, c) : NULL;
+	if (s == NULL) {
+		free(c);
+		return false;
 	}
-	return found;
+	c->m = m;
+	c->s = s;
+	c->fd = fd;
+	c->accepted = now;
+	ev_io_init(&c->rw, on_readable, fd, EV_READ);
+	ev_io_init(&c->ww, on_writable, fd, EV_WRITE);
+	ev_timer_init(&c->linger, on_linger, ENG_CLOSE_LINGER, 0.);
+	ev_timer_init(&c->hold, on_hold, CM_HOLD_RETRY, CM_HOLD_RETRY);
+	c->rw.data = c->ww.data = c->linger.data = c->hold.data = c;
+	cm_list_push_front(&m->conns, &c->link);
+	m->nconns++;
+	ev_io_start(m->loop, &c->rw);
+	return true;
 }
 
-static void pause_accepting(struct mono *m, int err)
+/* Acceptor: closes them at once, oldest first (the list is newest
+ * first). */
+static unsigned drop_unauthenticated(void *ctx, double before, unsigned max, const char *why)
 {
-	unsigned long repeats;
-	if (eng_log_due(&m->accept_log, ev_now(m->loop), &repeats))
-		cm_err("accept: %s (%u connections open, all authenticated); pausing (%lu more "
-		       "times since the last report)",
-		       strerror(err), m->nconns, repeats);
-	for (unsigned k = 0; k < m->nlisteners; k++)
-		ev_io_stop(m->loop, &m->accept_w[k]);
-	/* A one-shot timer that has fired keeps its expired time: started
-	 * again as it is, it would fire at once and the pause never pause. */
-	ev_timer_set(&m->accept_pause, ENG_ACCEPT_PAUSE, 0.);
-	ev_timer_start(m->loop, &m->accept_pause);
-}
-
-static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
-{
-	struct mono *m = w->data;
-	for (int i = 0; i < 64; i++) {
-		int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return;
-			/* EMFILE, ENFILE, ENOBUFS, ENOMEM: the backlog keeps them.
-			 * A peer without the secret gives way to whoever waits
-			 * there; with none, retry a little later rather than
-			 * spinning. */
-			struct conn *victim = oldest_unauthenticated(m);
-			if (victim) {
-				conn_close(victim,
-				           "dropped for a new connection (descriptor limit)");
-				flush_dirty(m);
-				continue;
-			}
-			pause_accepting(m, errno);
-			return;
-		}
-		cm_tune_socket(fd);
-		struct conn *c = calloc(1, sizeof *c);
-		struct cm_session *s = c ? cm_session_new(m->core, c) : NULL;
-		if (s == NULL) {
-			cm_err("out of memory for a new connection; refusing it");
-			free(c);
-			close(fd);
-			continue;
-		}
-		c->m = m;
-		c->s = s;
-		c->fd = fd;
-		c->accepted = ev_now(loop);
-		ev_io_init(&c->rw, on_readable, fd, EV_READ);
-		ev_io_init(&c->ww, on_writable, fd, EV_WRITE);
-		ev_timer_init(&c->linger, on_linger, CLOSE_LINGER, 0.);
-		ev_timer_init(&c->hold, on_hold, CM_HOLD_RETRY, CM_HOLD_RETRY);
-		c->rw.data = c->ww.data = c->linger.data = c->hold.data = c;
-		cm_list_push_front(&m->conns, &c->link);
-		m->nconns++;
-		ev_io_start(loop, &c->rw);
-		cm_debug("connection fd %d accepted (%u open)", fd, m->nconns);
-	}
-}
-
-static void on_accept_pause(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	struct mono *m = w->data;
-	for (unsigned k = 0; k < m->nlisteners; k++)
-		ev_io_start(loop, &m->accept_w[k]);
-}
-
-static void on_auth_sweep(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	struct mono *m = w->data;
-	ev_tstamp now = ev_now(loop);
+	struct mono *m = ctx;
+	unsigned n = 0;
 	struct conn *c;
-	cm_list_for_each(c, &m->conns, struct conn, link)
+	cm_list_for_each_reverse(c, &m->conns, struct conn, link)
 	{
-		if (!cm_session_authenticated(c->s) && now - c->accepted >= ENG_AUTH_DEADLINE)
-			conn_close(c, "no HELLO with the job secret in time");
+		if (n == max)
+			break;
+		if (cm_session_authenticated(c->s) || (before != 0 && c->accepted > before))
+			continue;
+		conn_close(c, why);
+		n++;
 	}
 	flush_dirty(m);
+	return n;
 }
 
-static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
-{
-	cm_info("signal %d: shutting down", w->signum);
-	ev_break(loop, EVBREAK_ALL);
-}
+static const struct eng_acceptor_ops mono_acceptor_ops = {
+    .adopt = adopt, .drop_unauthenticated = drop_unauthenticated};
 
 int cm_engine_mono(const struct cm_server_opts *opts, const struct cm_listeners *ls)
 {
-	struct mono m = {.nlisteners = ls->n};
+	struct mono m = {0};
 	cm_list_init(&m.conns);
 	struct cm_core_config cfg = {.max_payload = opts->max_message,
 	                             .world_size = opts->world_size,
@@ -351,40 +271,17 @@ int cm_engine_mono(const struct cm_server_opts *opts, const struct cm_listeners 
 	}
 	if (opts->monitor)
 		cm_monitor_attach(opts->monitor, m.core);
-	for (unsigned k = 0; k < ls->n; k++)
-		if (cm_set_nonblock(ls->fds[k], 1) < 0) {
-			cm_err("listening socket: %s", strerror(errno));
-			if (opts->monitor)
-				cm_monitor_detach(opts->monitor);
-			cm_core_free(m.core);
-			return cm_listeners_close(ls, 1);
-		}
-	for (unsigned k = 0; k < ls->n; k++) {
-		ev_io_init(&m.accept_w[k], on_accept, ls->fds[k], EV_READ);
-		m.accept_w[k].data = &m;
-		ev_io_start(m.loop, &m.accept_w[k]);
+	m.acceptor = (struct eng_acceptor){.loop = m.loop,
+	                                   .ops = &mono_acceptor_ops,
+	                                   .ctx = &m,
+	                                   .drops_close_at_once = true,
+	                                   .listeners = *ls};
+	if (eng_acceptor_run(&m.acceptor) != 0) {
+		if (opts->monitor)
+			cm_monitor_detach(opts->monitor);
+		cm_core_free(m.core);
+		return cm_listeners_close(ls, 1);
 	}
-	ev_timer_init(&m.accept_pause, on_accept_pause, ENG_ACCEPT_PAUSE, 0.);
-	ev_timer_init(&m.auth_sweep, on_auth_sweep, ENG_AUTH_SWEEP, ENG_AUTH_SWEEP);
-	m.auth_sweep.data = &m;
-	ev_timer_start(m.loop, &m.auth_sweep);
-	ev_signal_init(&m.sigterm, on_signal, SIGTERM);
-	ev_signal_init(&m.sigint, on_signal, SIGINT);
-	m.accept_pause.data = &m;
-	ev_signal_start(m.loop, &m.sigterm);
-	ev_signal_start(m.loop, &m.sigint);
-	/* main blocked them until now: a pending one is delivered here. */
-	sigset_t stop;
-	sigemptyset(&stop);
-	sigaddset(&stop, SIGTERM);
-	sigaddset(&stop, SIGINT);
-	sigprocmask(SIG_UNBLOCK, &stop, NULL);
-
-	ev_run(m.loop, 0);
-	/* Shutting down: a second SIGTERM (a launcher signalling the process
-	 * group and the process) must not kill us half-way once the watchers
-	 * below restore the default action. */
-	sigprocmask(SIG_BLOCK, &stop, NULL);
 
 	cm_core_log_summary(m.core);
 	if (opts->monitor) /* connections closed from here on are not failures */
@@ -393,12 +290,6 @@ int cm_engine_mono(const struct cm_server_opts *opts, const struct cm_listeners 
 		conn_close(cm_list_entry(cm_list_first(&m.conns), struct conn, link),
 		           "server shutting down");
 	flush_dirty(&m);
-	for (unsigned k = 0; k < ls->n; k++)
-		ev_io_stop(m.loop, &m.accept_w[k]);
-	ev_timer_stop(m.loop, &m.accept_pause);
-	ev_timer_stop(m.loop, &m.auth_sweep);
-	ev_signal_stop(m.loop, &m.sigterm);
-	ev_signal_stop(m.loop, &m.sigint);
 	cm_core_free(m.core);
 	return cm_listeners_close(ls, 0);
 }

@@ -9,6 +9,7 @@
 
 int cm_engine_multiplexer(const struct cm_server_opts *opts, const struct cm_listeners *ls)
 {
-	struct eng_topology topo = {.readers = opts->threads, .sender_thread = false};
+	struct eng_topology topo = {
+	    .readers = opts->threads, .sender_thread = false, .readers_write_produced = false};
 	return cm_engine_threaded(opts, ls, &topo);
 }

@@ -9,6 +9,7 @@
 
 int cm_engine_specialized(const struct cm_server_opts *opts, const struct cm_listeners *ls)
 {
-	struct eng_topology topo = {.readers = opts->threads, .sender_thread = true};
+	struct eng_topology topo = {
+	    .readers = opts->threads, .sender_thread = true, .readers_write_produced = false};
 	return cm_engine_threaded(opts, ls, &topo);
 }

@@ -1,10 +1,12 @@
-/* Internal to the threaded engines (engine_common.c, engine_conn.c,
- * engine_workers.c): connections, workers and the engine object. The
- * overview of how they work together is at the top of engine_common.c. */
+/* Internal to the threaded engines (engine_common.c, engine_mailbox.c,
+ * engine_conn.c, engine_workers.c): connections, workers and the engine
+ * object. The overview of how they work together is at the top of
+ * engine_common.c. */
 #ifndef CHANMEM_ENGINE_THREADED_H
 #define CHANMEM_ENGINE_THREADED_H
 
 #include "engine_common.h"
+#include "engine_io.h"
 #include "engine_locks.h"
 #include "list.h"
 #include "vec.h"
@@ -15,8 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define READS_PER_EVENT 16 /* full-buffer reads before yielding to other sockets */
-#define CLOSE_LINGER 2.0   /* seconds a refused peer gets to read its ERROR */
+/* Connections one read burst writes itself, at most (readers_write_produced). */
+#define ENG_PRODUCED_MAX 64
 
 /* Mailbox flags. */
 enum { R_WRITE_FAILED = 1, R_LINGER = 2, R_FINAL = 4, W_FLUSH = 1, W_CLOSE = 2 };
@@ -47,7 +49,8 @@ struct conn {
 	bool wr_done, wr_failed, shut_wr;
 	/* Under OUTQ(s): the writer found the socket full (it waits for
 	 * EV_WRITE) / closed wfd. A producing thread that writes for this
-	 * connection itself (thread-per-client, engine_conn.c) checks them. */
+	 * connection itself (readers_write_produced, engine_conn.c) checks
+	 * them. */
 	bool out_blocked, wfd_closed;
 	/* Mailbox links and flags: guarded by the mutex of the worker. */
 	struct conn *new_next, *rq_next, *wq_next;
@@ -76,8 +79,14 @@ struct worker {
 	pthread_mutex_t mu; /* the three mailboxes */
 	struct conn *new_head, *rq_head, *wq_head;
 	CM_VEC(struct post) batch; /* drain scratch (its thread only) */
-	struct worker *next;       /* e->workers, under e->reg_mu */
-	bool finished;             /* one_shot: the thread returned (under e->reg_mu) */
+	/* Its thread only: inside a read burst of a topology with
+	 * readers_write_produced, and the connections of other writers the
+	 * burst produced output for, each with a reference (eng_on_wake). */
+	bool in_burst;
+	unsigned nproduced;
+	struct conn *produced[ENG_PRODUCED_MAX];
+	struct worker *next; /* e->workers, under e->reg_mu */
+	bool finished;       /* one_shot: the thread returned (under e->reg_mu) */
 };
 
 struct eng {
@@ -87,12 +96,7 @@ struct eng {
 	struct worker **readers; /* topo.readers of them */
 	struct worker *sender;
 	struct ev_loop *loop; /* the accepting thread's */
-	struct cm_listeners listeners;
-	ev_io accept_w[CM_MAX_LISTENERS]; /* one per listener */
-	ev_timer accept_pause;
-	ev_timer auth_sweep; /* drops connections past ENG_AUTH_DEADLINE */
-	struct eng_log_limit accept_log;
-	ev_signal sigterm, sigint;
+	struct eng_acceptor acceptor;
 	pthread_mutex_t reg_mu;
 	/* Connections whose socket is open, newest first: both descriptors
 	 * stay open while a connection is listed. */
@@ -100,8 +104,12 @@ struct eng {
 	struct worker *workers; /* every worker not yet joined */
 };
 
-/* The worker whose thread this is (NULL in the accepting thread). */
+/* engine_mailbox.c: the worker whose thread this is (NULL in the accepting
+ * thread), and posting to a worker's mailboxes. */
 extern __thread struct worker *eng_current_worker;
+void eng_worker_post(struct worker *w, struct conn *c, unsigned rflags, unsigned wflags);
+/* The acceptor hands a new connection to its reading worker. */
+void eng_worker_adopt(struct worker *w, struct conn *c);
 
 /* engine_conn.c: the reader and writer roles of a connection. */
 void eng_conn_unref(struct conn *c);
@@ -116,8 +124,7 @@ void eng_writer_flush(struct conn *c);
 void eng_on_writable(struct ev_loop *loop, ev_io *w, int revents);
 void eng_writer_close(struct conn *c);
 
-/* engine_workers.c: event-loop threads and their mailboxes. */
-void eng_worker_post(struct worker *w, struct conn *c, unsigned rflags, unsigned wflags);
+/* engine_workers.c: event-loop threads, draining their mailboxes. */
 struct worker *eng_worker_start(struct eng *e, bool one_shot);
 void eng_reap_workers(struct eng *e);
 void eng_stop_workers(struct eng *e);

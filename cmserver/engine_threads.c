@@ -10,6 +10,7 @@
 
 int cm_engine_thread_per_client(const struct cm_server_opts *opts, const struct cm_listeners *ls)
 {
-	struct eng_topology topo = {.readers = 0, .sender_thread = false};
+	struct eng_topology topo = {
+	    .readers = 0, .sender_thread = false, .readers_write_produced = true};
 	return cm_engine_threaded(opts, ls, &topo);
 }

@@ -16,33 +16,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-__thread struct worker *eng_current_worker;
-
-void eng_worker_post(struct worker *w, struct conn *c, unsigned rflags, unsigned wflags)
-{
-	pthread_mutex_lock(&w->mu);
-	if (rflags) {
-		if (c->rq_flags == 0) {
-			__atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
-			c->rq_next = w->rq_head;
-			w->rq_head = c;
-		}
-		c->rq_flags |= rflags;
-	}
-	if (wflags) {
-		if (c->wq_flags == 0) {
-			__atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
-			c->wq_next = w->wq_head;
-			w->wq_head = c;
-		}
-		c->wq_flags |= wflags;
-	}
-	pthread_mutex_unlock(&w->mu);
-	/* The worker drains its own mailbox at the end of every callback. */
-	if (eng_current_worker != w)
-		ev_async_send(w->loop, &w->async);
-}
-
 static void batch_push(struct worker *w, struct conn *c, unsigned flags)
 {
 	struct post *p = cm_vec_push(&w->batch);
