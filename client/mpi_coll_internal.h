@@ -54,6 +54,13 @@ CM_HIDDEN int cm_mpi_op_check(const struct cm_mpi_op *op, const struct cm_mpi_da
  * type needs work space). */
 CM_HIDDEN int cm_mpi_op_apply(const struct cm_mpi_op *op, const struct cm_mpi_datatype *t,
                               const void *in, void *inout, size_t count);
+/* Checks shared by the reductions: count, datatype, op (and its fit to
+ * the datatype), buffers (sendbuf may be MPI_IN_PLACE). recv_used:
+ * recvbuf is significant on this rank. Calls the buffer checks of
+ * mpi_coll_util.c, which never call back here. */
+CM_HIDDEN int cm_coll_check_reduction(const void *sendbuf, const void *recvbuf, int count,
+                                      MPI_Datatype datatype, MPI_Op op, int recv_used,
+                                      const struct cm_mpi_datatype **t, const struct cm_mpi_op **o);
 
 /* ---- building blocks (mpi_coll_util.c) ---- */
 
@@ -143,12 +150,6 @@ CM_HIDDEN int cm_coll_check_counts(const struct cm_mpi_comm *c, const int *count
 /* MPI_ERR_BUFFER unless buf can hold every block (cm_coll_buf_ok). */
 CM_HIDDEN int cm_coll_check_vbuf(const struct cm_mpi_comm *c, const int *counts, const void *buf,
                                  const struct cm_mpi_datatype *t);
-/* Checks shared by the reductions: count, datatype, op (and its fit to
- * the datatype), buffers (sendbuf may be MPI_IN_PLACE). recv_used:
- * recvbuf is significant on this rank. */
-CM_HIDDEN int cm_coll_check_reduction(const void *sendbuf, const void *recvbuf, int count,
-                                      MPI_Datatype datatype, MPI_Op op, int recv_used,
-                                      const struct cm_mpi_datatype **t, const struct cm_mpi_op **o);
 /* The data of one transfer must fit a message. */
 CM_HIDDEN int cm_coll_check_bytes(size_t count, const struct cm_mpi_datatype *t);
 /* Byte offset of item displ of t (a displacement counted in extents). */
