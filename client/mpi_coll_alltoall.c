@@ -6,7 +6,8 @@
  * rank has one send and one receive per step, so the load on every rank
  * and CM is even. Steps are started in batches of BATCH so that a step's
  * latency overlaps the next ones' without flooding the CMs with the whole
- * exchange at once. All three calls run the same code on per-peer blocks
+ * exchange at once; short blocks are posted before the receives (see
+ * cm_coll_send_first). All three calls run the same code on per-peer blocks
  * (count, type, byte offset). */
 #include <stdlib.h>
 
@@ -48,19 +49,28 @@ static int alltoallw(struct cm_mpi_comm *c, const void *sendbuf, const struct cm
 	}
 	struct cm_mpi_request *reqs[2 * BATCH];
 	for (int first = 1; !rc && first < P; first += BATCH) {
-		int n = 0;
-		for (int s = first; !rc && s < P && s < first + BATCH; s++) {
-			int to = (r + s) % P, from = (r - s + P) % P;
-			rc = cm_coll_irecv(&k, AT(recvbuf, rblk[from].off), rblk[from].count,
-			                   rblk[from].t, from, 0, &reqs[n++]);
-			if (rc)
-				break;
-			if (packed)
-				rc = cm_coll_isend_bytes(&k, packed + pre[to],
-				                         pre[to + 1] - pre[to], to, 0, &reqs[n++]);
-			else
-				rc = cm_coll_isend(&k, AT(sendbuf, sblk[to].off), sblk[to].count,
-				                   sblk[to].t, to, 0, &reqs[n++]);
+		int n = 0, last = first + BATCH < P ? first + BATCH : P;
+		/* short blocks first, then the receives, then the long blocks
+		 * (cm_coll_send_first) */
+		for (int pass = 0; pass < 3; pass++) {
+			for (int s = first; !rc && s < last; s++) {
+				int to = (r + s) % P, from = (r - s + P) % P;
+				size_t len = packed ? pre[to + 1] - pre[to]
+				                    : sblk[to].count * sblk[to].t->size;
+				if (pass == 1)
+					rc = cm_coll_irecv(&k, AT(recvbuf, rblk[from].off),
+					                   rblk[from].count, rblk[from].t, from, 0,
+					                   &reqs[n++]);
+				else if (cm_coll_send_first(len) != (pass == 0))
+					continue;
+				else if (packed)
+					rc = cm_coll_isend_bytes(&k, packed + pre[to], len, to, 0,
+					                         &reqs[n++]);
+				else
+					rc = cm_coll_isend(&k, AT(sendbuf, sblk[to].off),
+					                   sblk[to].count, sblk[to].t, to, 0,
+					                   &reqs[n++]);
+			}
 		}
 		if (rc)
 			cm_coll_abandon(&k, reqs, n);

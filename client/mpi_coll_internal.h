@@ -125,7 +125,21 @@ CM_HIDDEN int cm_coll_send(struct cm_coll *k, const void *buf, size_t count,
                            const struct cm_mpi_datatype *t, int peer, int phase);
 CM_HIDDEN int cm_coll_recv(struct cm_coll *k, void *buf, size_t count,
                            const struct cm_mpi_datatype *t, int peer, int phase);
-/* Both posted (receive first), then both awaited: safe in rings. */
+/* Order of posting a send and a receive that go out together. Under the
+ * cm transport a receive is a RECV_REQ frame written at once, and a short
+ * message is queued until the next frame the rank writes (send
+ * coalescing): posted first, the message leaves in the RECV_REQ's write,
+ * one system call and one wake-up of the CM instead of two (measured
+ * through one CM, 4 ranks, 1 B .. 4 KiB: allreduce and allgather 10-20%
+ * faster; direct: no difference). A long message is not queued, and its
+ * receive goes first so that the direct transport can place it. */
+#define CM_COLL_SEND_FIRST_MAX ((size_t)4096)
+static inline int cm_coll_send_first(size_t send_bytes)
+{
+	return send_bytes <= CM_COLL_SEND_FIRST_MAX;
+}
+/* Both posted (the send first if cm_coll_send_first, else the receive),
+ * then both awaited: safe in rings. */
 CM_HIDDEN int cm_coll_sendrecv(struct cm_coll *k, const void *sbuf, size_t scount,
                                const struct cm_mpi_datatype *stype, int dst, void *rbuf,
                                size_t rcount, const struct cm_mpi_datatype *rtype, int src,

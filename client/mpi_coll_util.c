@@ -188,13 +188,17 @@ int cm_coll_sendrecv(struct cm_coll *k, const void *sbuf, size_t scount,
                      const struct cm_mpi_datatype *stype, int dst, void *rbuf, size_t rcount,
                      const struct cm_mpi_datatype *rtype, int src, int phase)
 {
-	struct cm_mpi_request *reqs[2];
-	int rc = cm_coll_irecv(k, rbuf, rcount, rtype, src, phase, &reqs[0]);
-	if (rc)
-		return rc;
-	rc = cm_coll_isend(k, sbuf, scount, stype, dst, phase, &reqs[1]);
+	struct cm_mpi_request *reqs[2] = {NULL, NULL};
+	int send_first = cm_coll_send_first(scount * stype->size);
+	int rc = MPI_SUCCESS;
+	if (send_first)
+		rc = cm_coll_isend(k, sbuf, scount, stype, dst, phase, &reqs[1]);
+	if (!rc)
+		rc = cm_coll_irecv(k, rbuf, rcount, rtype, src, phase, &reqs[0]);
+	if (!rc && !send_first)
+		rc = cm_coll_isend(k, sbuf, scount, stype, dst, phase, &reqs[1]);
 	if (rc) {
-		cm_coll_abandon(k, reqs, 1);
+		cm_coll_abandon(k, reqs, 2);
 		return rc;
 	}
 	return cm_coll_waitall(k, reqs, 2);
