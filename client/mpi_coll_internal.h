@@ -203,6 +203,9 @@ CM_HIDDEN enum cm_allgather_alg cm_coll_allgather_alg(const struct cm_mpi_comm *
 CM_HIDDEN enum cm_scan_alg cm_coll_scan_alg(const struct cm_mpi_comm *c, size_t bytes);
 CM_HIDDEN enum cm_reduce_scatter_alg cm_coll_reduce_scatter_alg(const struct cm_mpi_comm *c,
                                                                 size_t bytes, int ring_ok);
+/* MPI_Alltoall with blocks of block bytes: 1 for Bruck's scheme, 0 for the
+ * pairwise exchange. */
+CM_HIDDEN int cm_coll_alltoall_bruck(const struct cm_mpi_comm *c, size_t block);
 
 /* ---- internal entry points shared between the collective files ---- */
 
