@@ -6,9 +6,11 @@
  * rank has one send and one receive per step, so the load on every rank
  * and CM is even. Steps are started in batches of BATCH so that a step's
  * latency overlaps the next ones' without flooding the CMs with the whole
- * exchange at once. All three calls run the same code on per-peer blocks
+ * exchange at once; short blocks are posted before the receives (see
+ * cm_coll_send_first). All three calls run the same code on per-peer blocks
  * (count, type, byte offset). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "mpi_coll_internal.h"
 
@@ -48,19 +50,28 @@ static int alltoallw(struct cm_mpi_comm *c, const void *sendbuf, const struct cm
 	}
 	struct cm_mpi_request *reqs[2 * BATCH];
 	for (int first = 1; !rc && first < P; first += BATCH) {
-		int n = 0;
-		for (int s = first; !rc && s < P && s < first + BATCH; s++) {
-			int to = (r + s) % P, from = (r - s + P) % P;
-			rc = cm_coll_irecv(&k, AT(recvbuf, rblk[from].off), rblk[from].count,
-			                   rblk[from].t, from, 0, &reqs[n++]);
-			if (rc)
-				break;
-			if (packed)
-				rc = cm_coll_isend_bytes(&k, packed + pre[to],
-				                         pre[to + 1] - pre[to], to, 0, &reqs[n++]);
-			else
-				rc = cm_coll_isend(&k, AT(sendbuf, sblk[to].off), sblk[to].count,
-				                   sblk[to].t, to, 0, &reqs[n++]);
+		int n = 0, last = first + BATCH < P ? first + BATCH : P;
+		/* short blocks first, then the receives, then the long blocks
+		 * (cm_coll_send_first) */
+		for (int pass = 0; pass < 3; pass++) {
+			for (int s = first; !rc && s < last; s++) {
+				int to = (r + s) % P, from = (r - s + P) % P;
+				size_t len = packed ? pre[to + 1] - pre[to]
+				                    : sblk[to].count * sblk[to].t->size;
+				if (pass == 1)
+					rc = cm_coll_irecv(&k, AT(recvbuf, rblk[from].off),
+					                   rblk[from].count, rblk[from].t, from, 0,
+					                   &reqs[n++]);
+				else if (cm_coll_send_first(len) != (pass == 0))
+					continue;
+				else if (packed)
+					rc = cm_coll_isend_bytes(&k, packed + pre[to], len, to, 0,
+					                         &reqs[n++]);
+				else
+					rc = cm_coll_isend(&k, AT(sendbuf, sblk[to].off),
+					                   sblk[to].count, sblk[to].t, to, 0,
+					                   &reqs[n++]);
+			}
 		}
 		if (rc)
 			cm_coll_abandon(&k, reqs, n);
@@ -69,6 +80,67 @@ static int alltoallw(struct cm_mpi_comm *c, const void *sendbuf, const struct cm
 	}
 	cm_coll_free(&k, packed);
 	free(pre);
+	return rc;
+}
+
+/* Bruck's alltoall, for MPI_Alltoall's equal blocks of b bytes: in a
+ * packed buffer, position i holds the block for rank r + i. At the step of
+ * distance d = 1, 2, 4, ... every block whose position has bit d set moves
+ * d ranks on (one message to r + d with all of them, one from r - d), so
+ * after ceil(log2 P) steps position i holds the block rank r - i sent to
+ * r. Each rank sends ceil(log2 P) messages instead of P - 1, each block
+ * travelling up to log2 P times: fewer, larger messages for short blocks,
+ * where the count of messages (through a CM: three frames each) is the
+ * cost. sendbuf NULL: MPI_IN_PLACE. */
+static int alltoall_bruck(struct cm_mpi_comm *c, const void *sendbuf,
+                          const struct cm_coll_blk *sblk, void *recvbuf,
+                          const struct cm_coll_blk *rblk)
+{
+	struct cm_coll k;
+	int P = c->size, r = c->rank, rc = MPI_SUCCESS;
+	const struct cm_coll_blk *src = sendbuf ? sblk : rblk;
+	const void *from_buf = sendbuf ? sendbuf : recvbuf;
+	size_t b = src[0].count * src[0].t->size;
+	if (b > rblk[0].count * rblk[0].t->size)
+		return MPI_ERR_TRUNCATE;
+	cm_coll_begin(&k, c, CM_COLL_TAG_ALLTOALL);
+	/* positions, then the outgoing and the incoming blocks of a step */
+	char *tmp = malloc(3 * (size_t)P * b + 1);
+	if (!tmp)
+		return MPI_ERR_NO_MEM;
+	char *out = tmp + (size_t)P * b, *in = out + (size_t)P * b;
+	for (int i = 0; i < P; i++) {
+		const struct cm_coll_blk *s = &src[(r + i) % P];
+		cm_mpi_pack(s->t, AT(from_buf, s->off), s->count, tmp + (size_t)i * b);
+	}
+	for (int dist = 1, step = 1; !rc && dist < P; dist <<= 1, step++) {
+		size_t n = 0;
+		for (int i = 1; i < P; i++)
+			if (i & dist)
+				memcpy(out + n++ * b, tmp + (size_t)i * b, b);
+		struct cm_mpi_request *reqs[2] = {NULL, NULL};
+		int send_first = cm_coll_send_first(n * b);
+		if (send_first)
+			rc = cm_coll_isend_bytes(&k, out, n * b, (r + dist) % P, step, &reqs[1]);
+		if (!rc)
+			rc = cm_coll_irecv_bytes(&k, in, n * b, (r - dist + P) % P, step, &reqs[0]);
+		if (!rc && !send_first)
+			rc = cm_coll_isend_bytes(&k, out, n * b, (r + dist) % P, step, &reqs[1]);
+		if (rc) {
+			cm_coll_abandon(&k, reqs, 2);
+			break;
+		}
+		rc = cm_coll_waitall(&k, reqs, 2);
+		n = 0;
+		for (int i = 1; !rc && i < P; i++)
+			if (i & dist)
+				memcpy(tmp + (size_t)i * b, in + n++ * b, b);
+	}
+	for (int i = 0; !rc && i < P; i++) {
+		const struct cm_coll_blk *d = &rblk[(r - i + P) % P];
+		cm_mpi_unpack(d->t, tmp + (size_t)i * b, b, AT(recvbuf, d->off));
+	}
+	cm_coll_free(&k, tmp);
 	return rc;
 }
 
@@ -138,7 +210,9 @@ static int alltoall_call(struct a2a_side snd, struct a2a_side rcv, MPI_Comm comm
 	if (!rc)
 		rc = fill_side(c, rcv.buf, rcv.counts, rcv.displs, rcv.count, rcv.type, rcv.types,
 		               vector, bytes, rblk);
-	if (!rc)
+	if (!rc && kind == A2A_PLAIN && cm_coll_alltoall_bruck(c, rblk[0].count * rblk[0].t->size))
+		rc = alltoall_bruck(c, in_place ? NULL : snd.buf, sblk, (void *)rcv.buf, rblk);
+	else if (!rc)
 		rc = alltoallw(c, in_place ? NULL : snd.buf, sblk, (void *)rcv.buf, rblk);
 	free(blk);
 	return cm_mpi_raise(c, rc, func);

@@ -1,4 +1,4 @@
-/* MPI_Bcast: the root sending to all for short messages on few ranks, a
+/* MPI_Bcast: the root sending to all for short messages on 3 ranks, a
  * binomial tree for short messages, a segmented pipeline along a chain for
  * long ones (the cost model in mpi_coll_model.c picks). */
 #include <stdlib.h>
@@ -40,8 +40,7 @@ static int bcast_binomial(struct cm_coll *k, void *buf, size_t count,
 
 /* Flat: the root sends to every rank at once. One hop on the critical
  * path instead of ceil(log2 P), at P - 1 sends by the root: the short
- * broadcasts of small communicators, where a message's latency outweighs
- * the root's per-message overhead. */
+ * broadcasts of 3 ranks, where the tree's root sends as many. */
 static int bcast_flat(struct cm_coll *k, void *buf, size_t count, const struct cm_mpi_datatype *t,
                       int root)
 {

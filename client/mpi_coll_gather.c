@@ -113,9 +113,13 @@ static int allgather_bruck(struct cm_coll *k, const void *own, size_t own_len, v
 	for (int dist = 1; dist < P; dist <<= 1) {
 		int cnt = dist < P - dist ? dist : P - dist;
 		struct cm_mpi_request *reqs[2] = {NULL, NULL};
-		rc = cm_coll_irecv_bytes(k, tmp + pre[dist], pre[dist + cnt] - pre[dist],
-		                         (r + dist) % P, 0, &reqs[0]);
+		int send_first = cm_coll_send_first(pre[cnt]);
+		if (send_first)
+			rc = cm_coll_isend_bytes(k, tmp, pre[cnt], (r - dist + P) % P, 0, &reqs[1]);
 		if (!rc)
+			rc = cm_coll_irecv_bytes(k, tmp + pre[dist], pre[dist + cnt] - pre[dist],
+			                         (r + dist) % P, 0, &reqs[0]);
+		if (!rc && !send_first)
 			rc = cm_coll_isend_bytes(k, tmp, pre[cnt], (r - dist + P) % P, 0, &reqs[1]);
 		if (rc)
 			cm_coll_abandon(k, reqs, 2);

@@ -6,10 +6,12 @@
  * m*GAMMA, copying them locally m*COPY. An algorithm's time on its critical
  * path is T_path. Under the cm transport every byte also crosses a channel
  * memory, and the CMs are shared by every rank: with K CMs serving the
- * communicator, moving B bytes in all takes at least B*G_RELAY/K. The
- * estimate is max(T_path, B*G_RELAY/K) (without relays, T_path), plus
- * T_path/1000 so that between two schemes both bound by the relays the
- * shorter critical path wins.
+ * communicator, moving B bytes in M messages takes at least
+ * max(B*G_RELAY, M*MSG_RELAY)/K, the CMs' copying or their work per message
+ * (the larger: a CM copies one message while it reads the next ones'
+ * headers). The estimate is the larger of that and T_path (without relays,
+ * T_path), plus T_path/1000 so that between two schemes both bound by the
+ * relays the shorter critical path wins.
  *
  * The inputs are identical on every rank (byte counts, communicator size,
  * transport, CM homes of the members), and the constants are constants, not
@@ -20,14 +22,18 @@
 #include "mpi_coll_internal.h"
 
 struct model {
-	double L, o, G, g_relay, gamma, copy;
+	double L, o, G, g_relay, msg_relay, gamma, copy;
 	int relays; /* CMs serving the communicator; 0: no relay */
 };
 
 /* Ping-pong figures on loopback (docs/collectives.md). Under cm, G
- * includes the store-and-forward copy through the CM. */
-static const struct model direct_model = {4500, 1000, 0.3, 0, 0.3, 0.1, 0};
-static const struct model relayed_model = {12000, 2000, 0.9, 0.6, 0.3, 0.1, 1};
+ * includes the store-and-forward copy through the CM, and msg_relay is
+ * what one message costs the CM beyond its bytes (reading it and the
+ * receiver's RECV_REQ, logging, matching, writing the DELIVER): about
+ * 10 us, from back-to-back collectives through one CM on 4 ranks, whose
+ * time per call grows with the number of messages they send. */
+static const struct model direct_model = {4500, 1000, 0.3, 0, 0, 0.3, 0.1, 0};
+static const struct model relayed_model = {12000, 2000, 0.9, 0.6, 10000, 0.3, 0.1, 1};
 
 /* Number of distinct channel memories homing c's members. No allocation:
  * a failure could not be allowed to change the answer on one rank only. */
@@ -82,11 +88,13 @@ static int floor_log2(int P)
 	return n;
 }
 
-static double estimate(const struct model *md, double path, double relayed_bytes)
+/* msgs: messages through the CMs, relayed_bytes: their bytes. */
+static double estimate(const struct model *md, double path, double relayed_bytes, double msgs)
 {
 	double t = path;
 	if (md->relays > 0) {
-		double through = relayed_bytes * md->g_relay / md->relays;
+		double bytes = relayed_bytes * md->g_relay, frames = msgs * md->msg_relay;
+		double through = (bytes > frames ? bytes : frames) / md->relays;
 		if (through > t)
 			t = through;
 	}
@@ -99,7 +107,7 @@ static double bcast_binomial(const struct model *md, int P, double m)
 {
 	/* the root sends ceil(log2 P) times, the last one reaches the
 	 * deepest leaf after ceil(log2 P) hops */
-	return estimate(md, ceil_log2(P) * (gap(md, m) + md->L), (P - 1) * m);
+	return estimate(md, ceil_log2(P) * (gap(md, m) + md->L), (P - 1) * m, P - 1);
 }
 
 static double bcast_chain(const struct model *md, int P, double m)
@@ -108,13 +116,14 @@ static double bcast_chain(const struct model *md, int P, double m)
 	 * choice does not flip back and forth as a segment fills up */
 	double s = m < (double)CM_COLL_SEGMENT ? m : (double)CM_COLL_SEGMENT;
 	double k = s > 0 ? m / s : 1;
-	return estimate(md, (P - 1) * (gap(md, s) + md->L) + (k - 1) * gap(md, s), (P - 1) * m);
+	return estimate(md, (P - 1) * (gap(md, s) + md->L) + (k - 1) * gap(md, s), (P - 1) * m,
+	                (P - 1) * k);
 }
 
 /* the root's P - 1 sends back to back, the last one L later at its leaf */
 static double bcast_flat(const struct model *md, int P, double m)
 {
-	return estimate(md, (P - 1) * gap(md, m) + md->L, (P - 1) * m);
+	return estimate(md, (P - 1) * gap(md, m) + md->L, (P - 1) * m, P - 1);
 }
 
 static double bcast_best(const struct model *md, int P, double m, enum cm_bcast_alg *alg)
@@ -124,7 +133,12 @@ static double bcast_best(const struct model *md, int P, double m, enum cm_bcast_
 	/* P <= 2: one message either way */
 	if (P > 2 && (t = bcast_chain(md, P, m)) < best)
 		best = t, a = CM_BCAST_CHAIN;
-	if (P > 2 && (t = bcast_flat(md, P, m)) < best)
+	/* Flat only where its root sends no more messages than the tree's
+	 * (P = 3). Back to back on 4 ranks the tree took 0.79 of the flat
+	 * scheme's time direct and 0.95 through one CM, up to 4 KiB: the root
+	 * sending P - 1 messages in a row is what bounds it, and o, from a
+	 * ping-pong, understates a send on a shared core. */
+	if (P > 2 && P - 1 <= ceil_log2(P) && (t = bcast_flat(md, P, m)) < best)
 		best = t, a = CM_BCAST_FLAT;
 	if (alg)
 		*alg = a;
@@ -141,7 +155,8 @@ enum cm_bcast_alg cm_coll_bcast_alg(const struct cm_mpi_comm *c, size_t bytes)
 
 static double reduce_binomial(const struct model *md, int P, double m)
 {
-	return estimate(md, ceil_log2(P) * (gap(md, m) + md->L + m * md->gamma), (P - 1) * m);
+	return estimate(md, ceil_log2(P) * (gap(md, m) + md->L + m * md->gamma), (P - 1) * m,
+	                P - 1);
 }
 
 /* Ring reduce-scatter, then the P blocks gathered at the root. */
@@ -149,7 +164,7 @@ static double reduce_ring(const struct model *md, int P, double m)
 {
 	double b = m / P;
 	double path = (P - 1) * (gap(md, b) + md->L + b * md->gamma) + (P - 1) * gap(md, b) + md->L;
-	return estimate(md, path, (P - 1) * m + (P - 1) * b);
+	return estimate(md, path, (P - 1) * m + (P - 1) * b, (double)P * (P - 1) + (P - 1));
 }
 
 /* The fold of the P - p2 extra ranks before a power-of-two scheme (one
@@ -174,7 +189,8 @@ static double reduce_halving(const struct model *md, int P, double m)
 	int p2 = 1 << floor_log2(P);
 	double b = m / p2;
 	double path = halving_path(md, P, m) + (p2 - 1) * gap(md, b) + md->L;
-	return estimate(md, path, (p2 - 1) * m + (P - p2) * m + (p2 - 1) * b);
+	return estimate(md, path, (p2 - 1) * m + (P - p2) * m + (p2 - 1) * b,
+	                (P - p2) + (double)p2 * floor_log2(P) + (p2 - 1));
 }
 
 static double reduce_best(const struct model *md, int P, double m, int ring_ok,
@@ -206,7 +222,8 @@ static double allreduce_doubling(const struct model *md, int P, double m)
 	int steps = floor_log2(P), p2 = 1 << steps;
 	double step = gap(md, m) + md->L + m * md->gamma;
 	double path = steps * step + (P > p2 ? step + gap(md, m) + md->L : 0);
-	return estimate(md, path, (double)p2 * steps * m + 2.0 * (P - p2) * m);
+	return estimate(md, path, (double)p2 * steps * m + 2.0 * (P - p2) * m,
+	                (double)p2 * steps + 2.0 * (P - p2));
 }
 
 /* Ring reduce-scatter, then ring allgather. */
@@ -214,7 +231,7 @@ static double allreduce_ring(const struct model *md, int P, double m)
 {
 	double b = m / P;
 	double path = 2.0 * (P - 1) * (gap(md, b) + md->L) + (P - 1) * b * md->gamma;
-	return estimate(md, path, 2.0 * (P - 1) * m);
+	return estimate(md, path, 2.0 * (P - 1) * m, 2.0 * P * (P - 1));
 }
 
 /* Halving, then recursive doubling of the blocks, then the result to the
@@ -224,7 +241,8 @@ static double allreduce_halving(const struct model *md, int P, double m)
 	int f = floor_log2(P), p2 = 1 << f;
 	double path = halving_path(md, P, m) + f * (md->o + md->L) +
 	              (double)(p2 - 1) / p2 * m * md->G + (P > p2 ? gap(md, m) + md->L : 0);
-	return estimate(md, path, 2.0 * (p2 - 1) * m + 2.0 * (P - p2) * m);
+	return estimate(md, path, 2.0 * (p2 - 1) * m + 2.0 * (P - p2) * m,
+	                2.0 * p2 * f + 2.0 * (P - p2));
 }
 
 enum cm_allreduce_alg cm_coll_allreduce_alg(const struct cm_mpi_comm *c, size_t bytes, int ring_ok)
@@ -255,12 +273,12 @@ enum cm_allreduce_alg cm_coll_allreduce_alg(const struct cm_mpi_comm *c, size_t 
 static double allgather_bruck(const struct model *md, int P, double m)
 {
 	double path = ceil_log2(P) * (md->o + md->L) + (P - 1) * (m / P) * md->G + 2 * m * md->copy;
-	return estimate(md, path, (P - 1) * m);
+	return estimate(md, path, (P - 1) * m, (double)P * ceil_log2(P));
 }
 
 static double allgather_ring(const struct model *md, int P, double m)
 {
-	return estimate(md, (P - 1) * (gap(md, m / P) + md->L), (P - 1) * m);
+	return estimate(md, (P - 1) * (gap(md, m / P) + md->L), (P - 1) * m, (double)P * (P - 1));
 }
 
 enum cm_allgather_alg cm_coll_allgather_alg(const struct cm_mpi_comm *c, size_t bytes)
@@ -278,8 +296,9 @@ enum cm_scan_alg cm_coll_scan_alg(const struct cm_mpi_comm *c, size_t bytes)
 	int P = c->size;
 	double m = (double)bytes;
 	double doubling = estimate(&md, ceil_log2(P) * (gap(&md, m) + md.L + 2 * m * md.gamma),
-	                           (double)P * floor_log2(P) * m);
-	double chain = estimate(&md, (P - 1) * (gap(&md, m) + md.L + m * md.gamma), (P - 1) * m);
+	                           (double)P * floor_log2(P) * m, (double)P * floor_log2(P));
+	double chain =
+	    estimate(&md, (P - 1) * (gap(&md, m) + md.L + m * md.gamma), (P - 1) * m, P - 1);
 	return chain < doubling ? CM_SCAN_CHAIN : CM_SCAN_DOUBLING;
 }
 
@@ -292,7 +311,28 @@ enum cm_reduce_scatter_alg cm_coll_reduce_scatter_alg(const struct cm_mpi_comm *
 	if (!ring_ok || P <= 2)
 		return CM_REDUCE_SCATTER_REDUCE;
 	double via_reduce = reduce_best(&md, P, m, ring_ok, NULL) +
-	                    estimate(&md, (P - 1) * gap(&md, b) + md.L, (P - 1) * b);
-	double ring = estimate(&md, (P - 1) * (gap(&md, b) + md.L + b * md.gamma), (P - 1) * m);
+	                    estimate(&md, (P - 1) * gap(&md, b) + md.L, (P - 1) * b, P - 1);
+	double ring = estimate(&md, (P - 1) * (gap(&md, b) + md.L + b * md.gamma), (P - 1) * m,
+	                       (double)P * (P - 1));
 	return ring < via_reduce ? CM_REDUCE_SCATTER_RING : CM_REDUCE_SCATTER_REDUCE;
+}
+
+/* Pairwise exchange: every rank sends its P - 1 blocks of b bytes at once
+ * (in batches of 8), one latency. Bruck: ceil(log2 P) steps of P/2 blocks
+ * or fewer, each copied out and in. Bruck only while a step's message is
+ * short enough to ride with the RECV_REQ (cm_coll_send_first): through one
+ * CM on 4 ranks it was 4% faster up to 1 KiB blocks, and slower from 2 KiB
+ * (1.1x at 4 KiB, 2.2x at 8 KiB), where its longer dependent steps cost
+ * more than the messages it saves. */
+int cm_coll_alltoall_bruck(const struct cm_mpi_comm *c, size_t block)
+{
+	struct model md = model_of(c);
+	int P = c->size, n = ceil_log2(P);
+	double b = (double)block, batches = (P - 1 + 7) / 8;
+	double half = (double)(P / 2) * b;
+	double pairwise = estimate(&md, (P - 1) * gap(&md, b) + batches * md.L,
+	                           (double)P * (P - 1) * b, (double)P * (P - 1));
+	double bruck = estimate(&md, n * (gap(&md, half) + md.L + 2 * half * md.copy),
+	                        (double)P * n * half, (double)P * n);
+	return P > 2 && cm_coll_send_first((size_t)half) && bruck < pairwise;
 }

@@ -233,50 +233,78 @@ static int reduce_halving(struct cm_coll *k, const void *input, void *recvbuf, s
  * above it (ranks vr + 1, vr + 2, vr + 4, ... relative to the tree's root)
  * and folds each in on the right, then sends to its parent. For a
  * non-commutative op the tree is rooted at rank 0, so relative order is
- * rank order, and rank 0 forwards the result to the root. */
+ * rank order, and rank 0 forwards the result to the root.
+ *
+ * Up to PREPOST_MAX bytes, a rank posts the receives from all its children
+ * at once, each into a buffer of its own: under the cm transport every
+ * receive is a request to the CM and its answer, and posted one after the
+ * other they would put that round trip on the critical path once per
+ * child. Longer vectors take one receive at a time in two buffers. */
+#define PREPOST_MAX ((size_t)64 * 1024)
+
 static int reduce_binomial(struct cm_coll *k, const void *input, void *recvbuf, size_t count,
                            const struct cm_mpi_datatype *t, const struct cm_mpi_op *op, int root)
 {
 	int P = k->c->size, rank = k->c->rank;
 	int tree_root = cm_mpi_op_commutative(op) ? root : 0;
 	int vr = (rank - tree_root + P) % P;
+	int prepost = count * t->size <= PREPOST_MAX;
 	const char *acc = input;
-	void *blocks[2] = {NULL, NULL};
-	char *bufs[2] = {NULL, NULL};
-	int spare = 0, rc = MPI_SUCCESS;
+	/* one per bit of a rank: the children's buffers and receives */
+	void *blocks[32] = {NULL};
+	char *bufs[32] = {NULL};
+	struct cm_mpi_request *reqs[32] = {NULL};
+	int nchild = 0, rc = MPI_SUCCESS, parent_mask = 0;
 
 	for (int mask = 1; mask < P; mask <<= 1) {
 		if (vr & mask) {
-			rc = cm_coll_send(k, acc, count, t, (rank - mask + P) % P, 0);
-			goto out;
+			parent_mask = mask;
+			break;
 		}
-		if (vr + mask >= P)
-			continue;
-		if (!blocks[spare]) {
-			blocks[spare] = cm_coll_alloc_typed(t, count, &bufs[spare]);
-			if (!blocks[spare]) {
-				rc = MPI_ERR_NO_MEM;
-				goto out;
-			}
-		}
-		rc = cm_coll_recv(k, bufs[spare], count, t, (rank + mask) % P, 0);
-		if (!rc) /* spare = acc op spare */
-			rc = cm_mpi_op_apply(op, t, acc, bufs[spare], count);
-		if (rc)
-			goto out;
-		acc = bufs[spare];
-		spare ^= 1;
+		if (vr + mask < P)
+			nchild++;
 	}
-	/* vr == 0: acc is the result. */
-	if (tree_root == root)
+	int nbufs = prepost ? nchild : nchild < 2 ? nchild : 2;
+	for (int i = 0; i < nbufs; i++) {
+		blocks[i] = cm_coll_alloc_typed(t, count, &bufs[i]);
+		if (!blocks[i]) {
+			rc = MPI_ERR_NO_MEM;
+			goto out;
+		}
+	}
+	for (int i = 0; prepost && i < nchild; i++) {
+		rc = cm_coll_irecv(k, bufs[i], count, t, (rank + (1 << i)) % P, 0, &reqs[i]);
+		if (rc) {
+			cm_coll_abandon(k, reqs, i);
+			goto out;
+		}
+	}
+	/* the children are vr + 1, vr + 2, ..., vr + 2^(nchild-1) */
+	for (int i = 0; i < nchild; i++) {
+		char *buf = bufs[prepost ? i : i % 2];
+		if (prepost)
+			rc = cm_coll_waitall(k, &reqs[i], 1);
+		else
+			rc = cm_coll_recv(k, buf, count, t, (rank + (1 << i)) % P, 0);
+		if (!rc) /* buf = acc op buf */
+			rc = cm_mpi_op_apply(op, t, acc, buf, count);
+		if (rc) {
+			cm_coll_abandon(k, reqs, nchild);
+			goto out;
+		}
+		acc = buf;
+	}
+	if (parent_mask)
+		rc = cm_coll_send(k, acc, count, t, (rank - parent_mask + P) % P, 0);
+	else if (tree_root == root) /* vr == 0: acc is the result */
 		rc = cm_coll_copy_typed(t, count, acc, recvbuf);
 	else
 		rc = cm_coll_send(k, acc, count, t, root, 1);
-out:
 	if (!rc && rank == root && tree_root != root)
 		rc = cm_coll_recv(k, recvbuf, count, t, tree_root, 1);
-	cm_coll_free(k, blocks[0]);
-	cm_coll_free(k, blocks[1]);
+out:
+	for (int i = 0; i < nbufs; i++)
+		cm_coll_free(k, blocks[i]);
 	return rc;
 }
 

@@ -188,13 +188,17 @@ int cm_coll_sendrecv(struct cm_coll *k, const void *sbuf, size_t scount,
                      const struct cm_mpi_datatype *stype, int dst, void *rbuf, size_t rcount,
                      const struct cm_mpi_datatype *rtype, int src, int phase)
 {
-	struct cm_mpi_request *reqs[2];
-	int rc = cm_coll_irecv(k, rbuf, rcount, rtype, src, phase, &reqs[0]);
-	if (rc)
-		return rc;
-	rc = cm_coll_isend(k, sbuf, scount, stype, dst, phase, &reqs[1]);
+	struct cm_mpi_request *reqs[2] = {NULL, NULL};
+	int send_first = cm_coll_send_first(scount * stype->size);
+	int rc = MPI_SUCCESS;
+	if (send_first)
+		rc = cm_coll_isend(k, sbuf, scount, stype, dst, phase, &reqs[1]);
+	if (!rc)
+		rc = cm_coll_irecv(k, rbuf, rcount, rtype, src, phase, &reqs[0]);
+	if (!rc && !send_first)
+		rc = cm_coll_isend(k, sbuf, scount, stype, dst, phase, &reqs[1]);
 	if (rc) {
-		cm_coll_abandon(k, reqs, 1);
+		cm_coll_abandon(k, reqs, 2);
 		return rc;
 	}
 	return cm_coll_waitall(k, reqs, 2);
@@ -254,26 +258,5 @@ int cm_coll_check_vbuf(const struct cm_mpi_comm *c, const int *counts, const voi
 	for (int i = 0; i < c->size; i++)
 		if (!cm_coll_buf_ok(buf, (size_t)counts[i], t))
 			return MPI_ERR_BUFFER;
-	return MPI_SUCCESS;
-}
-
-int cm_coll_check_reduction(const void *sendbuf, const void *recvbuf, int count,
-                            MPI_Datatype datatype, MPI_Op op, int recv_used,
-                            const struct cm_mpi_datatype **t, const struct cm_mpi_op **o)
-{
-	int rc = cm_coll_check_buf(recv_used ? recvbuf : sendbuf, count, datatype, t);
-	if (rc)
-		return rc;
-	*o = cm_mpi_op_get(op);
-	if (!*o)
-		return MPI_ERR_OP;
-	rc = cm_mpi_op_check(*o, *t);
-	if (rc)
-		return rc;
-	if (!cm_coll_buf_ok(sendbuf, (size_t)count, *t) ||
-	    (recv_used && (!cm_coll_buf_ok(recvbuf, (size_t)count, *t) || recvbuf == MPI_IN_PLACE)))
-		return MPI_ERR_BUFFER;
-	if (count > 0 && recv_used && sendbuf == recvbuf)
-		return MPI_ERR_BUFFER; /* aliased buffers: MPI_IN_PLACE is the way */
 	return MPI_SUCCESS;
 }

@@ -387,6 +387,29 @@ int MPI_Op_commutative(MPI_Op op, int *commute)
 	return MPI_SUCCESS;
 }
 
+/* The reductions' argument checks: the buffer checks of mpi_coll_util.c
+ * and the op's fit to the datatype. */
+int cm_coll_check_reduction(const void *sendbuf, const void *recvbuf, int count,
+                            MPI_Datatype datatype, MPI_Op op, int recv_used,
+                            const struct cm_mpi_datatype **t, const struct cm_mpi_op **o)
+{
+	int rc = cm_coll_check_buf(recv_used ? recvbuf : sendbuf, count, datatype, t);
+	if (rc)
+		return rc;
+	*o = cm_mpi_op_get(op);
+	if (!*o)
+		return MPI_ERR_OP;
+	rc = cm_mpi_op_check(*o, *t);
+	if (rc)
+		return rc;
+	if (!cm_coll_buf_ok(sendbuf, (size_t)count, *t) ||
+	    (recv_used && (!cm_coll_buf_ok(recvbuf, (size_t)count, *t) || recvbuf == MPI_IN_PLACE)))
+		return MPI_ERR_BUFFER;
+	if (count > 0 && recv_used && sendbuf == recvbuf)
+		return MPI_ERR_BUFFER; /* aliased buffers: MPI_IN_PLACE is the way */
+	return MPI_SUCCESS;
+}
+
 int MPI_Reduce_local(const void *inbuf, void *inoutbuf, int count, MPI_Datatype datatype, MPI_Op op)
 {
 	const struct cm_mpi_datatype *t;
