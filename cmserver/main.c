@@ -185,6 +185,8 @@ int main(int argc, char **argv)
 	}
 	if (a.standby) {
 		enum cm_standby_end end = cm_standby_run(&ls, journal_path, opts.secret);
+		if (end == CM_STANDBY_TAKE_OVER)
+			cm_monitor_taking_over(opts.monitor);
 		char jwhy[256 + PATH_MAX];
 		if (end == CM_STANDBY_TAKE_OVER &&
 		    (opts.journal = cm_journal_open(journal_path, opts.cut_through_min, jwhy,

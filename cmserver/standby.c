@@ -321,8 +321,6 @@ enum cm_standby_end cm_standby_run(const struct cm_listeners *ls, const char *pa
 	if (end == CM_STANDBY_TAKE_OVER) {
 		cm_notice("taking over: journal %s, %llu bytes copied", path,
 		          (unsigned long long)sb.written);
-		printf("cmserver: taking over\n");
-		fflush(stdout);
 	}
 	while (sb.npend > 0)
 		drop_pending(&sb, sb.npend - 1);
