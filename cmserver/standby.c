@@ -187,6 +187,8 @@ static void hello_from(struct standby *sb, int i)
 		close(fd);
 		return;
 	}
+	/* Acknowledgements are small writes the CM waits for: no Nagle. */
+	(void)cm_tune_socket(fd);
 	(void)cm_set_keepalive(fd, KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT,
 	                       USER_TIMEOUT_MS);
 	sb->mirror = fd;
