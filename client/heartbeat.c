@@ -221,13 +221,7 @@ static int control_connect(const char *text, int rank, unsigned incarnation, int
 		_exit(1);
 	}
 	cm_set_cloexec(fd, 1);
-	int on = 1, idle = 10, intvl = 5, cnt = 3;
-	unsigned user_timeout = CONTROL_USER_TIMEOUT_MS;
-	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
-	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
+	(void)cm_set_keepalive(fd, 10, 5, 3, CONTROL_USER_TIMEOUT_MS);
 	char hello[CM_SECRET_LEN + 96];
 	int n = snprintf(hello, sizeof hello, "%s\nhello %d %u %d\n", secret ? secret : "", rank,
 	                 incarnation, replica);

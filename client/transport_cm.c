@@ -315,7 +315,7 @@ static int connect_cm(struct cmt *s, const struct cm_job *job, int i)
 		cm_err("rank %d: bad channel memory address '%s': %s", s->rank, job->cms[i], why);
 		return -1;
 	}
-	int fd = cm_connect(&addr, CONNECT_TIMEOUT_MS);
+	int fd = cmt_connect_first(s, i, job->cms[i], CONNECT_TIMEOUT_MS);
 	if (fd < 0) {
 		cm_err("rank %d: cannot connect to channel memory %d at %s: %s", s->rank, i,
 		       job->cms[i], strerror(errno));
@@ -358,8 +358,8 @@ static int cmt_init(struct cm_transport *t, const struct cm_job *job)
 	s->rank = job->rank;
 	s->size = job->size;
 	s->ncms = job->ncms;
-	s->lim = (struct cm_limits){.world_size = (uint32_t)job->size,
-	                            .max_payload = CM_MAX_PAYLOAD};
+	s->lim =
+	    (struct cm_limits){.world_size = (uint32_t)job->size, .max_payload = CM_MAX_PAYLOAD};
 	s->cms = calloc((size_t)job->ncms, sizeof *s->cms);
 	s->bye_acked = calloc((size_t)job->ncms, 1);
 	s->pfds = calloc((size_t)job->ncms, sizeof *s->pfds);

@@ -32,6 +32,7 @@ struct cm_replayed_event {
 /* A CM connection broken and being re-established (transport_cm_reconnect.c). */
 struct cmt_link {
 	int down;
+	unsigned tries;                 /* with a standby, odd tries go to it */
 	long long down_since, next_try; /* cm_now_ms() */
 };
 
@@ -111,6 +112,7 @@ struct cmt {
 	long long reconnect_ms;
 	struct cmt_link *links; /* [ncms] */
 	char **addrs;           /* [ncms] */
+	char **standbys;        /* [ncms], NULL entries: no standby */
 	unsigned incarnation;
 	char secret[CM_SECRET_LEN + 1];
 	struct cm_replayed_event *ev_kept;
@@ -145,6 +147,10 @@ struct cm_conn *cmt_conn(struct cmt *s, int cm);
 int cmt_reconnect_init(struct cmt *s, const struct cm_job *job);
 void cmt_reconnect_watch(struct cmt *s, struct cm_conn *c);
 void cmt_reconnect_free(struct cmt *s);
+/* The first connection to CM cm: to its address, and when it has a
+ * standby to the two in turn (the standby may have taken over), until
+ * timeout_ms. A socket, or -1 with errno. */
+int cmt_connect_first(struct cmt *s, int cm, const char *addr_text, int timeout_ms);
 /* Connection cm ended: 0 if it is being re-established, -1 if fatal. */
 int cmt_reconnect_start(struct cmt *s, int cm);
 /* Tries the broken connections whose turn it is; the ms until the next

@@ -25,7 +25,11 @@
  *   6. the last TRIM (home), and BYE if it was said and not acknowledged.
  * Frames the rank queued while the connection was down are sorted the
  * same way: its MSGs go after the retained ones, its other frames are
- * re-created from the state above. */
+ * re-created from the state above.
+ *
+ * A CM with a standby (CHANMEM_CM_STANDBYS: cmserver --standby on another
+ * host, which takes over when the CM dies) is tried at its address and
+ * its standby's in turn: the standby turns ranks away until it serves. */
 #include <config.h>
 
 #include <errno.h>
@@ -33,6 +37,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "jobenv.h"
 #include "log.h"
 #include "net.h"
 #include "transport_cm.h"
@@ -41,6 +46,68 @@
 #define RETRY_MS 50
 #define CONNECT_TRY_MS 1000
 #define RECONNECT_MAX_S 86400
+
+/* CHANMEM_CM_STANDBYS: one entry per CM, "-" for none. */
+static int standbys_init(struct cmt *s)
+{
+	const char *text = getenv(CM_ENV_CM_STANDBYS);
+	if (text == NULL || *text == '\0')
+		return 0;
+	if ((s->standbys = calloc((size_t)s->ncms, sizeof *s->standbys)) == NULL)
+		goto oom;
+	const char *p = text;
+	for (int i = 0; i < s->ncms; i++) {
+		size_t n = strcspn(p, ",");
+		char *entry = strndup(p, n);
+		struct cm_addr addr;
+		char why[128];
+		if (entry == NULL)
+			goto oom;
+		if (strcmp(entry, "-") == 0) {
+			free(entry);
+		} else if (cm_parse_addr(entry, &addr, why, sizeof why) < 0) {
+			cm_err("rank %d: %s entry %d '%s': %s", s->rank, CM_ENV_CM_STANDBYS, i,
+			       entry, why);
+			free(entry);
+			return -1;
+		} else {
+			s->standbys[i] = entry;
+		}
+		p += n;
+		if (*p == ',' && i + 1 < s->ncms)
+			p++;
+		else if (*p != '\0' || i + 1 < s->ncms) {
+			cm_err("rank %d: %s: expected %d entries, one per channel memory", s->rank,
+			       CM_ENV_CM_STANDBYS, s->ncms);
+			return -1;
+		}
+	}
+	return 0;
+oom:
+	cm_err("rank %d: out of memory", s->rank);
+	return -1;
+}
+
+int cmt_connect_first(struct cmt *s, int cm, const char *addr_text, int timeout_ms)
+{
+	const char *standby = s->standbys ? s->standbys[cm] : NULL;
+	long long deadline = cm_now_ms() + timeout_ms;
+	for (unsigned turn = 0;; turn++) {
+		const char *text = standby && (turn & 1) ? standby : addr_text;
+		struct cm_addr addr;
+		char why[128];
+		if (cm_parse_addr(text, &addr, why, sizeof why) < 0) {
+			errno = EINVAL;
+			return -1;
+		}
+		long long left = deadline - cm_now_ms();
+		int fd = cm_connect(&addr, (int)(standby && left > CONNECT_TRY_MS ? CONNECT_TRY_MS
+		                                 : left > 0                       ? left
+		                                                                  : 0));
+		if (fd >= 0 || cm_now_ms() >= deadline)
+			return fd;
+	}
+}
 
 int cmt_reconnect_init(struct cmt *s, const struct cm_job *job)
 {
@@ -60,6 +127,8 @@ int cmt_reconnect_init(struct cmt *s, const struct cm_job *job)
 	for (int i = 0; i < s->ncms; i++)
 		if ((s->addrs[i] = strdup(job->cms[i])) == NULL)
 			goto oom;
+	if (standbys_init(s) < 0)
+		return -1;
 	s->incarnation = job->incarnation;
 	memcpy(s->secret, job->secret, CM_SECRET_LEN);
 	s->reconnect_ms = seconds * 1000LL;
@@ -81,7 +150,11 @@ void cmt_reconnect_free(struct cmt *s)
 {
 	for (int i = 0; s->addrs && i < s->ncms; i++)
 		free(s->addrs[i]);
+	for (int i = 0; s->standbys && i < s->ncms; i++)
+		free(s->standbys[i]);
 	free(s->addrs);
+	free(s->standbys);
+	s->standbys = NULL;
 	free(s->links);
 	free(s->ev_kept);
 	s->addrs = NULL;
@@ -113,9 +186,12 @@ int cmt_reconnect_start(struct cmt *s, int cm)
 static void try_connect(struct cmt *s, int cm, long long left_ms)
 {
 	struct cm_conn *c = s->cms[cm];
+	struct cmt_link *l = &s->links[cm];
+	const char *text =
+	    s->standbys && s->standbys[cm] && (l->tries++ & 1) ? s->standbys[cm] : s->addrs[cm];
 	struct cm_addr addr;
 	char why[128];
-	if (cm_parse_addr(s->addrs[cm], &addr, why, sizeof why) < 0)
+	if (cm_parse_addr(text, &addr, why, sizeof why) < 0)
 		return; /* it was good at init */
 	int fd = cm_connect(&addr, (int)(left_ms < CONNECT_TRY_MS ? left_ms : CONNECT_TRY_MS));
 	if (fd < 0)

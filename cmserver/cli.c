@@ -132,6 +132,17 @@ static const struct cmdline_opt cmserver_opts[] = {
              "before answering, and first recover the state FILE\n"
              "holds: a CM restarted on the same FILE goes on where\n"
              "the dead one stopped (cmrun --cm-restart passes it)"},
+    {"mirror", .kind = CMDLINE_STRING, .meta = "HOST:PORT", .field = AT(mirror_text, const char *),
+     .help = "with --journal: copy every journal write to the standby\n"
+             "at HOST:PORT (a cmserver --standby on another host) and\n"
+             "answer nothing before the standby holds it, so that the\n"
+             "standby can take over when this CM's host dies; a CM\n"
+             "that loses its standby stops (cmrun --cm-standby)"},
+    {"standby", .kind = CMDLINE_FLAG, .field = AT(standby, bool),
+     .help = "with --journal FILE (new or empty): keep the copy of one\n"
+             "CM's journal that the CM sends with --mirror, and serve\n"
+             "no rank until its stream ends without the CM's clean\n"
+             "end; then recover from FILE and serve as that CM"},
     {"world-size", .kind = CMDLINE_LONG, .meta = "N", .field = AT(world_size, long), .lo = 1,
      .hi = MAX_WORLD_SIZE, .bad = "--world-size '{}': must be a number of ranks from 1 to {hi}",
      .help = "the job's ranks (cmrun passes it): a HELLO with another\n"
@@ -204,6 +215,15 @@ int cmserver_parse_args(int argc, char **argv, struct cmserver_args *a, struct c
 		                    "port 0-65535)",
 		                    a->listen_text);
 	char why[128];
+	if ((a->mirror_text || a->standby) && a->journal_path == NULL)
+		return cmdline_fail(st, "%s needs --journal FILE",
+		                    a->standby ? "--standby" : "--mirror");
+	if (a->mirror_text && a->standby)
+		return cmdline_fail(st, "--mirror and --standby contradict each other: a standby "
+		                        "has no standby of its own");
+	struct cm_addr mirror_addr;
+	if (a->mirror_text && cm_parse_addr(a->mirror_text, &mirror_addr, why, sizeof why) < 0)
+		return cmdline_fail(st, "--mirror '%s': %s", a->mirror_text, why);
 	if (a->unix_text && a->no_unix)
 		return cmdline_fail(st, "--unix and --no-unix contradict each other: drop one");
 	if (a->unix_text && (cm_parse_addr(a->unix_text, &a->unix_want, why, sizeof why) < 0 ||

@@ -24,6 +24,7 @@
 
 #include "core.h"
 #include "log.h"
+#include "mirror.h"
 #include "net.h"
 #include "protocol.h"
 
@@ -69,12 +70,23 @@ struct cm_journal {
 	size_t used;
 	bool pending; /* atomic: used > 0 */
 	struct cm_journal_ops ops;
+	/* The standby's copy (cmserver --mirror), or NULL. rec_end (under mu)
+	 * is where the next records land: the offset the standby writes at. */
+	struct cm_mirror *mirror;
+	uint64_t rec_end;
 };
 
 /* A journal that cannot be written cannot keep the promise the CM makes by
  * answering: the CM stops (the dispatcher restarts it from the file). */
 static void write_all(struct cm_journal *j, struct iovec *iov, int n)
 {
+	if (j->mirror) {
+		size_t total = 0;
+		for (int i = 0; i < n; i++)
+			total += iov[i].iov_len;
+		cm_mirror_send(j->mirror, false, j->rec_end, iov, n);
+		j->rec_end += total;
+	}
 	while (n > 0) {
 		ssize_t w = writev(j->fd, iov, n);
 		if (w < 0) {
@@ -162,6 +174,10 @@ static void write_extent(void *ctx, uint64_t extent, const uint8_t *base, uint32
 		off += (uint64_t)w;
 		left -= (uint64_t)w;
 	}
+	if (j->mirror) {
+		struct iovec iov = {.iov_base = (void *)(base + from), .iov_len = end - from};
+		cm_mirror_send(j->mirror, true, extent + from, &iov, 1);
+	}
 }
 
 static int read_extent(void *ctx, uint64_t extent, void *out, uint32_t len)
@@ -176,16 +192,49 @@ static int read_extent(void *ctx, uint64_t extent, void *out, uint32_t len)
 
 void cm_journal_flush(struct cm_journal *j)
 {
-	if (!__atomic_load_n(&j->pending, __ATOMIC_ACQUIRE))
-		return;
-	pthread_mutex_lock(&j->mu);
-	if (j->used) {
-		struct iovec iov = {.iov_base = j->buf, .iov_len = j->used};
-		write_all(j, &iov, 1);
-		j->used = 0;
+	if (__atomic_load_n(&j->pending, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_lock(&j->mu);
+		if (j->used) {
+			struct iovec iov = {.iov_base = j->buf, .iov_len = j->used};
+			write_all(j, &iov, 1);
+			j->used = 0;
+		}
+		__atomic_store_n(&j->pending, false, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&j->mu);
 	}
-	__atomic_store_n(&j->pending, false, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&j->mu);
+	if (j->mirror)
+		cm_mirror_wait(j->mirror);
+}
+
+int cm_journal_mirror(struct cm_journal *j, const char *standby, const char *secret,
+                      uint32_t world_size, char *err, size_t errlen)
+{
+	struct stat st, dst;
+	if (fstat(j->fd, &st) < 0 || fstat(j->data_buffered, &dst) < 0) {
+		snprintf(err, errlen, "--journal %s: %s", j->path, strerror(errno));
+		return -1;
+	}
+	/* The standby's copy starts empty: so must the journal. */
+	if (st.st_size != FILE_HEADER || dst.st_size != 0) {
+		snprintf(err, errlen,
+		         "--mirror needs a new journal: %s already holds records (a CM restarted "
+		         "on its journal runs without a standby)",
+		         j->path);
+		return -1;
+	}
+	uint8_t fh[FILE_HEADER];
+	if (cm_pread_full(j->fd, fh, sizeof fh, 0) < 0) {
+		snprintf(err, errlen, "--journal %s: %s", j->path, strerror(errno));
+		return -1;
+	}
+	j->mirror = cm_mirror_connect(standby, secret, world_size, err, errlen);
+	if (j->mirror == NULL)
+		return -1;
+	struct iovec iov = {.iov_base = fh, .iov_len = sizeof fh};
+	cm_mirror_send(j->mirror, false, 0, &iov, 1);
+	j->rec_end = FILE_HEADER;
+	cm_mirror_wait(j->mirror);
+	return 0;
 }
 
 const struct cm_journal_ops *cm_journal_ops(struct cm_journal *j)
@@ -373,6 +422,7 @@ void cm_journal_close(struct cm_journal *j)
 	if (j == NULL)
 		return;
 	cm_journal_flush(j);
+	cm_mirror_end(j->mirror);
 	close(j->fd);
 	close(j->data_buffered);
 	if (j->data_direct >= 0)

@@ -27,7 +27,12 @@ const struct cm_journal_ops *cm_journal_ops(struct cm_journal *j);
  * connection), drops a torn last record, and makes the file ready for
  * appending. 0, or -1 (logged). */
 int cm_journal_recover(struct cm_journal *j, struct cm_core *core);
-/* Writes whatever was appended and not written yet. Any thread. */
+/* Copies every write from now on to the standby at address standby
+ * (mirror.h); the journal must be new. 0, or -1 with a message in err. */
+int cm_journal_mirror(struct cm_journal *j, const char *standby, const char *secret,
+                      uint32_t world_size, char *err, size_t errlen);
+/* Writes whatever was appended and not written yet, and with a standby
+ * waits until the standby holds it too. Any thread. */
 void cm_journal_flush(struct cm_journal *j);
 void cm_journal_close(struct cm_journal *j);
 

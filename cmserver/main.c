@@ -10,6 +10,7 @@
 #include "journal.h"
 #include "logmem.h"
 #include "spill.h"
+#include "standby.h"
 
 #include "jobenv.h"
 #include "log.h"
@@ -136,12 +137,20 @@ int main(int argc, char **argv)
 	}
 	opts.mem = mem;
 	const char *journal_path = a.journal_path;
-	if (journal_path) {
+	if (journal_path && !a.standby) {
 		char jwhy[256 + PATH_MAX];
 		opts.journal =
 		    cm_journal_open(journal_path, opts.cut_through_min, jwhy, sizeof jwhy);
 		if (opts.journal == NULL) {
 			cm_err("%s", jwhy);
+			cm_spill_store_close(spill);
+			cm_logmem_free(mem);
+			return 1;
+		}
+		if (a.mirror_text && cm_journal_mirror(opts.journal, a.mirror_text, opts.secret,
+		                                       opts.world_size, jwhy, sizeof jwhy) < 0) {
+			cm_err("%s", jwhy);
+			cm_journal_close(opts.journal);
 			cm_spill_store_close(spill);
 			cm_logmem_free(mem);
 			return 1;
@@ -173,6 +182,23 @@ int main(int argc, char **argv)
 		cm_err("out of memory");
 		cm_listeners_close(&ls, 0);
 		return 1;
+	}
+	if (a.standby) {
+		enum cm_standby_end end = cm_standby_run(&ls, journal_path, opts.secret);
+		if (end == CM_STANDBY_TAKE_OVER)
+			cm_monitor_taking_over(opts.monitor);
+		char jwhy[256 + PATH_MAX];
+		if (end == CM_STANDBY_TAKE_OVER &&
+		    (opts.journal = cm_journal_open(journal_path, opts.cut_through_min, jwhy,
+		                                    sizeof jwhy)) == NULL)
+			cm_err("%s", jwhy);
+		if (opts.journal == NULL) {
+			cm_listeners_close(&ls, 0);
+			cm_spill_store_close(spill);
+			cm_logmem_free(mem);
+			cm_monitor_free(opts.monitor);
+			return end == CM_STANDBY_NOT_NEEDED ? 0 : 1;
+		}
 	}
 	int status = engine->run(&opts, &ls);
 	/* The store drops its queue (the job is over) and releases those

@@ -160,6 +160,13 @@ void cm_monitor_stopping(struct cm_monitor *m)
 		report_line(m, line, sizeof line - 1);
 }
 
+void cm_monitor_taking_over(struct cm_monitor *m)
+{
+	static const char line[] = "takeover\n";
+	if (m)
+		report_line(m, line, sizeof line - 1);
+}
+
 void cm_monitor_rank_lost(void *ctx, int rank, uint32_t incarnation)
 {
 	struct cm_monitor *m = ctx;

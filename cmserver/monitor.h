@@ -6,6 +6,9 @@
  *   lost RANK INCARNATION
  *   stats LOG_BYTES REPLAYED      every CM_MONITOR_STATS_PERIOD_MS, and once
  *                                 more at detach
+ *   stopping                      freeing its spill store (see below)
+ *   takeover                      a standby (cmserver --standby) whose CM's
+ *                                 stream ended: it serves from now on
  *
  * LOG_BYTES: payload bytes appended to the message logs (held, unless
  * --log-mem trimmed delivered entries: the core does not count trimmed
@@ -43,5 +46,8 @@ void cm_monitor_rank_lost(void *ctx, int rank, uint32_t incarnation);
  * store, which the kernel does at about 4-5 GB/s (a log of tens of GB
  * takes seconds): the dispatcher should not take it for hung. */
 void cm_monitor_stopping(struct cm_monitor *m);
+
+/* "takeover": the standby recovers its copy of the journal and serves. */
+void cm_monitor_taking_over(struct cm_monitor *m);
 
 #endif

@@ -10,8 +10,12 @@
 #define CM_ENV_SECRET "CHANMEM_SECRET"           /* job secret, CM_SECRET_LEN chars */
 #define CM_ENV_TRANSPORT "CHANMEM_TRANSPORT"     /* "direct" or "cm" */
 #define CM_ENV_CMS "CHANMEM_CMS"                 /* "h:p,h:p,..." channel memories */
-#define CM_ENV_HOME "CHANMEM_HOME"  /* optional "i,j,..." home CM index per rank (default rank % ncms) */
-#define CM_ENV_PEERS "CHANMEM_PEERS" /* direct: "h:p,..." listening address of every rank */
+/* optional "h:p,-,..." per CM: its standby (cmserver --standby), which
+ * takes over when the CM dies; "-" for a CM without one */
+#define CM_ENV_CM_STANDBYS "CHANMEM_CM_STANDBYS"
+#define CM_ENV_HOME                                                                                \
+	"CHANMEM_HOME" /* optional "i,j,..." home CM index per rank (default rank % ncms) */
+#define CM_ENV_PEERS "CHANMEM_PEERS"         /* direct: "h:p,..." listening address of every rank */
 #define CM_ENV_LISTEN_FD "CHANMEM_LISTEN_FD" /* direct: inherited listening socket of this rank */
 /* Inherited pipe to cmrun: a rank writes "abort RANK CODE\n" before it
  * exits from MPI_Abort, so the job's status is that code. */

@@ -69,6 +69,18 @@ int cm_tune_socket(int fd)
 	return 0;
 }
 
+int cm_set_keepalive(int fd, int idle_s, int interval_s, int count, unsigned user_timeout_ms)
+{
+	int on = 1;
+	if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on) < 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof idle_s) < 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof interval_s) < 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count) < 0)
+		return errno == EOPNOTSUPP ? 0 : -1;
+	return setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
+	                  sizeof user_timeout_ms);
+}
+
 int cm_set_nonblock(int fd, int on)
 {
 	int fl = fcntl(fd, F_GETFL);

@@ -67,6 +67,11 @@ long long cm_now_ms(void);
  * CM_UNIX_SNDBUF (best effort, capped by net.core.wmem_max). */
 #define CM_UNIX_SNDBUF (4 * 1024 * 1024)
 int cm_tune_socket(int fd);
+/* A TCP connection whose peer's host may vanish without a FIN: probes after
+ * idle_s of silence, every interval_s, count of them; data unacknowledged
+ * for user_timeout_ms fails the connection too. 0 also for a unix socket
+ * (nothing to probe); -1 with errno. */
+int cm_set_keepalive(int fd, int idle_s, int interval_s, int count, unsigned user_timeout_ms);
 int cm_set_nonblock(int fd, int on);
 int cm_set_cloexec(int fd, int on);
 

@@ -39,8 +39,8 @@ enum tag_rule {
 	TAG_ZERO,       /* 0, else CM_E_FIELD */
 	TAG_ERROR_CODE, /* an enum cm_err, else CM_E_FIELD */
 };
-enum { ZERO_CTX = 1, ZERO_CLOCK = 2 }; /* fields that must be 0 (CM_E_FIELD) */
-#define LEN_ANY UINT32_MAX             /* bounded by cm_limits.max_payload alone */
+enum { ZERO_CTX = 1, ZERO_CLOCK = 2, ZERO_RANKS = 4 }; /* fields that must be 0 (CM_E_FIELD) */
+#define LEN_ANY UINT32_MAX                             /* bounded by cm_limits.max_payload alone */
 
 /* A header's checks per frame type, in this order after the common ones:
  * payload length, ranks, tag, zero fields. */
@@ -69,6 +69,10 @@ static const struct frame_rule {
     [CM_T_CANCEL] = {0, 0, 0, RANK_VALID, RANK_VALID, TAG_ZERO, ZERO_CTX},
     [CM_T_CANCEL_ACK] = {0, 0, CM_F_CANCELLED, RANK_VALID, RANK_VALID, TAG_ZERO, ZERO_CTX},
     [CM_T_TRIM] = {CM_TRIM_PAYLOAD, CM_TRIM_PAYLOAD, 0, RANK_VALID, RANK_VALID, TAG_ZERO, ZERO_CTX},
+    /* Between two channel memories: no rank is named. */
+    [CM_T_MIRROR] = {0, LEN_ANY, CM_F_DATA | CM_F_END, RANK_FREE, RANK_FREE, TAG_ZERO,
+                     ZERO_CTX | ZERO_RANKS},
+    [CM_T_MIRROR_ACK] = {0, 0, 0, RANK_FREE, RANK_FREE, TAG_ZERO, ZERO_CTX | ZERO_RANKS},
 };
 
 static int rank_follows(enum rank_rule rule, int32_t r, bool found, const struct cm_limits *lim)
@@ -125,7 +129,8 @@ enum cm_err cm_header_validate(const struct cm_header *h, const struct cm_limits
 	if (tag != CM_OK)
 		return tag;
 	if (((rule->zero & ZERO_CTX) && h->ctx != 0) ||
-	    ((rule->zero & ZERO_CLOCK) && h->clock != 0))
+	    ((rule->zero & ZERO_CLOCK) && h->clock != 0) ||
+	    ((rule->zero & ZERO_RANKS) && (h->src != 0 || h->dst != 0)))
 		return CM_E_FIELD;
 	return CM_OK;
 }
@@ -165,7 +170,7 @@ enum cm_err cm_hello_decode(const uint8_t *buf, size_t avail, struct cm_hello *h
 	hello->kind = cm_get_u32(buf + 8);
 	hello->reserved = cm_get_u32(buf + 12);
 	memcpy(hello->secret, buf + 16, CM_SECRET_LEN);
-	if (hello->reserved != 0 || hello->kind > CM_PEER_ADMIN)
+	if (hello->reserved != 0 || hello->kind > CM_PEER_MIRROR)
 		return CM_E_FIELD;
 	if (hello->world_size == 0)
 		return CM_E_SIZE;
@@ -214,9 +219,10 @@ const char *cm_err_str(enum cm_err e)
 
 const char *cm_type_str(unsigned type)
 {
-	static const char *const names[] = {
-	    "?",     "HELLO",       "HELLO_ACK", "MSG",        "RECV_REQ", "DELIVER",
-	    "PROBE", "PROBE_REPLY", "SYNC_ACK",  "BYE",        "BYE_ACK",  "ERROR",
-	    "EVENT", "EVENT_ACK",   "CANCEL",    "CANCEL_ACK", "TRIM",     "LOGGED"};
+	static const char *const names[] = {"?",        "HELLO",     "HELLO_ACK", "MSG",
+	                                    "RECV_REQ", "DELIVER",   "PROBE",     "PROBE_REPLY",
+	                                    "SYNC_ACK", "BYE",       "BYE_ACK",   "ERROR",
+	                                    "EVENT",    "EVENT_ACK", "CANCEL",    "CANCEL_ACK",
+	                                    "TRIM",     "LOGGED",    "MIRROR",    "MIRROR_ACK"};
 	return type <= CM_T_TYPE_MAX ? names[type] : "?";
 }

@@ -57,7 +57,11 @@ enum cm_frame_type {
 	/* Surviving a channel memory's death. */
 	CM_T_LOGGED = 17, /* CM -> rank: every MSG of the rank through this CM with a clock below
 	                     `clock` is logged (the answer to CM_F_ACK) */
-	CM_T_TYPE_MAX = 17
+	CM_T_MIRROR = 18, /* CM -> its standby: bytes of the CM's journal files, to write at
+	                     `clock` (the offset) in the records file, or with CM_F_DATA in
+	                     the data file; CM_F_END (no payload): the CM ended cleanly */
+	CM_T_MIRROR_ACK = 19, /* standby -> CM: `clock` = MIRROR payload bytes written so far */
+	CM_T_TYPE_MAX = 19
 };
 
 /* Header flag bits. Bits not defined for a frame type must be zero. */
@@ -69,14 +73,17 @@ enum cm_frame_flags {
 	CM_F_TAKEOVER = 1u << 4,  /* HELLO: replace the older incarnation's connection now, without
 	                             waiting for it to close (its unread frames are lost) */
 	CM_F_CANCELLED = 1u << 5, /* CANCEL_ACK: the receive request was withdrawn */
-	CM_F_ACK = 1u << 6        /* MSG: answer LOGGED once this message is logged */
+	CM_F_ACK = 1u << 6,       /* MSG: answer LOGGED once this message is logged */
+	CM_F_DATA = 1u << 7,      /* MIRROR: the bytes go to the data file */
+	CM_F_END = 1u << 8        /* MIRROR: the CM ended cleanly; the standby is not needed */
 };
 
 /* What a HELLO says the connecting party is. */
 enum cm_peer_kind {
 	CM_PEER_RANK = 0,   /* an MPI rank connecting to a channel memory */
 	CM_PEER_DIRECT = 1, /* an MPI rank connecting to another rank (direct transport) */
-	CM_PEER_ADMIN = 2   /* a dispatcher or tool (status queries) */
+	CM_PEER_ADMIN = 2,  /* a dispatcher or tool (status queries) */
+	CM_PEER_MIRROR = 3  /* a channel memory connecting to its standby (cmserver --standby) */
 };
 
 struct cm_header {

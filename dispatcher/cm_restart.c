@@ -8,7 +8,15 @@
  * reported the first time), so the ranks, which keep reconnecting for
  * CMRUN_CM_RECONNECT_S seconds, find it where they knew it; it recovers its
  * state from the journal. Fault injection: --kill-cm-at and
- * --kill-cm-every. */
+ * --kill-cm-every.
+ *
+ * With --cm-standby each CM first has a standby (cmserver --standby, on
+ * another host when there is one, journal DIR/cm-K.standby) that the CM
+ * mirrors its journal to. When the CM dies and its standby says
+ * "takeover" (either may come first), the standby's process becomes CM
+ * K: its address, host and journal from then on, and restarts of CM K
+ * happen there. A standby that does not take over in time, or dies, leaves
+ * the CM to be restarted on its own journal as without one. */
 #include <config.h>
 
 #include "job.h"
@@ -114,6 +122,100 @@ static void on_respawn(struct ev_loop *loop, ev_timer *w, int revents)
 	job->events.stop(job, CMRUN_EXIT_FAILURE);
 }
 
+/* The standby process sb becomes CM cm's: cm's entry takes over its pid,
+ * pipes, address and host; sb's entry is used up. */
+static void adopt_standby(struct job *job, struct cm_proc *cm, struct cm_proc *sb)
+{
+	ev_timer_stop(job->loop, &cm->start_timer);
+	if (sb->report_fd >= 0)
+		ev_io_stop(job->loop, &sb->report_io);
+	cm->pid = sb->pid;
+	cm->state = sb->state; /* still counted in cms_running, once */
+	cm->host_index = sb->host_index;
+	cm->remote = sb->remote;
+	cm->stdin_wr = sb->stdin_wr;
+	cm->report_fd = sb->report_fd;
+	cm->report_len = 0; /* what followed "takeover" in sb's buffer is read there */
+	cm->ready_fd = -1;
+	if (cm->err)
+		output_source_close(cm->err);
+	cm->err = sb->err;
+	snprintf(cm->addr, sizeof cm->addr, "%s", sb->addr);
+	snprintf(cm->unix_addr, sizeof cm->unix_addr, "%s", sb->unix_addr);
+	cm->ready = true;
+	cm->awaiting_standby = false;
+	cm->on_standby_journal = true;
+	cm->log_bytes = cm->replayed = cm->events_replayed = 0;
+	sb->state = PROC_NOT_STARTED;
+	sb->pid = 0;
+	sb->report_fd = sb->stdin_wr = -1;
+	sb->err = NULL;
+	sb->used = true;
+	detect_cm_spawned(job, cm);
+	output_verbose("cmserver %d: its standby (pid %d, host %s) took over on %s", cm->index,
+	               (int)cm->pid, job->opts->hosts.list[cm->host_index].name, cm->addr);
+	cmft_cm_listening(job, cm);
+}
+
+static void on_standby_late(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct cm_proc *cm = w->data;
+	struct job *job = ev_userdata(loop);
+	if (!cm->awaiting_standby || job->phase != PHASE_RUN)
+		return;
+	cm->awaiting_standby = false;
+	job->standbys[cm->index].used = true;
+	output_message("cmserver %d: its standby did not take over within %.0f s; restarting "
+	               "the CM on its own journal",
+	               cm->index, CMRUN_CM_START_TIMEOUT);
+	if (respawn(job, cm) == 0)
+		return;
+	cm->died = true;
+	job->events.stop(job, CMRUN_EXIT_FAILURE);
+}
+
+void cmft_standby_took_over(struct job *job, struct cm_proc *sb)
+{
+	struct cm_proc *cm = &job->cms[sb->index];
+	sb->took_over = true;
+	if (job->phase != PHASE_RUN)
+		return;
+	if (cm->awaiting_standby) {
+		adopt_standby(job, cm, sb);
+		return;
+	}
+	/* Its CM lost it but has not been seen to end: it stops on its own
+	 * (a CM without its standby answers nothing more); its exit hands
+	 * over. */
+	if (cm->state == PROC_RUNNING && cm->pid > 0)
+		kill(cm->remote ? -cm->pid : cm->pid, SIGKILL);
+}
+
+void cmft_standby_exited(struct job *job, struct cm_proc *sb, int wait_status)
+{
+	struct cm_proc *cm = &job->cms[sb->index];
+	sb->used = true;
+	if (job->phase != PHASE_RUN)
+		return;
+	char how[96];
+	describe_wait_status(wait_status, how, sizeof how);
+	if (cm->awaiting_standby) {
+		cm->awaiting_standby = false;
+		ev_timer_stop(job->loop, &cm->start_timer);
+		output_verbose("standby of cmserver %d %s; restarting the CM on its own journal",
+		               cm->index, how);
+		if (respawn(job, cm) < 0) {
+			cm->died = true;
+			job->events.stop(job, CMRUN_EXIT_FAILURE);
+		}
+		return;
+	}
+	/* The CM stops when its mirror breaks and is restarted where it runs. */
+	output_verbose("standby of cmserver %d (pid %d) %s: the CM no longer survives its "
+	               "host's death",
+	               cm->index, (int)sb->pid, how);
+}
+
 bool cmft_cm_died(struct job *job, struct cm_proc *cm, int wait_status)
 {
 	const struct cmrun_options *o = job->opts;
@@ -147,6 +249,21 @@ bool cmft_cm_died(struct job *job, struct cm_proc *cm, int wait_status)
 	if (cm->err)
 		output_source_close(cm->err);
 	cm->err = NULL;
+	struct cm_proc *sb = job->standbys ? &job->standbys[cm->index] : NULL;
+	if (sb && !sb->used && sb->state == PROC_RUNNING && !cm->on_standby_journal) {
+		if (sb->took_over) {
+			adopt_standby(job, cm, sb);
+			return true;
+		}
+		/* Its stream ended with it: the standby says "takeover" next. */
+		cm->awaiting_standby = true;
+		output_verbose("cmserver %d (pid %d) %s: its standby takes over", cm->index,
+		               (int)cm->pid, how);
+		ev_timer_init(&cm->start_timer, on_standby_late, CMRUN_CM_START_TIMEOUT, 0.);
+		cm->start_timer.data = cm;
+		ev_timer_start(job->loop, &cm->start_timer);
+		return true;
+	}
 	/* One that died before it listened again may have found its address
 	 * still taken (a connection on its port): not at once again. */
 	double delay = cm->ready ? 0. : CMRUN_CM_RETRY_DELAY;

@@ -14,6 +14,10 @@ void cmft_close(struct job *job);
  * --cm-restart allows; true if it did (the job goes on), false when the
  * job must stop (a message saying why was printed if a limit did it). */
 bool cmft_cm_died(struct job *job, struct cm_proc *cm, int wait_status);
+/* Standby sb said it took over (its CM's stream ended). */
+void cmft_standby_took_over(struct job *job, struct cm_proc *sb);
+/* Standby sb (marked exited, pipes read) ended. */
+void cmft_standby_exited(struct job *job, struct cm_proc *sb, int wait_status);
 /* A restarted CM reported its address again. */
 void cmft_cm_listening(struct job *job, struct cm_proc *cm);
 /* Arms and stops --kill-cm-at and --kill-cm-every (ft_start, ft_stop). */

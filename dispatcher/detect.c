@@ -153,6 +153,10 @@ static void report_line(struct job *job, struct cm_proc *cm, const char *line)
 		job->events.cm_ready(job, cm, line + sizeof listening - 1);
 		return;
 	}
+	if (strcmp(line, "takeover") == 0 && cm->is_standby) {
+		job->events.cm_took_over(job, cm);
+		return;
+	}
 	if (strcmp(line, "stopping") == 0) {
 		cm->stopping = true;
 		return;

@@ -377,6 +377,24 @@ int hosts_of_cm(const struct cmrun_hosts *h, int cm)
 	return i >= 0 ? i : nth_with_role(h, HOST_ROLE_RANK, cm);
 }
 
+int hosts_of_standby(const struct cmrun_hosts *h, int cm)
+{
+	int home = hosts_of_cm(h, cm);
+	unsigned role = nth_with_role(h, HOST_ROLE_CM, 0) >= 0 ? HOST_ROLE_CM : HOST_ROLE_RANK;
+	for (int k = 1; k <= h->count; k++) {
+		int i = nth_with_role(h, role, cm + k);
+		if (i >= 0 && i != home)
+			return i;
+	}
+	/* Every CM host is this one: a rank host then. */
+	for (int k = 1; k <= h->count; k++) {
+		int i = nth_with_role(h, HOST_ROLE_RANK, cm + k);
+		if (i >= 0 && i != home)
+			return i;
+	}
+	return home;
+}
+
 int hosts_of_ckpt(const struct cmrun_hosts *h)
 {
 	int i = nth_with_role(h, HOST_ROLE_CKPT, 0);

@@ -55,6 +55,9 @@ int hosts_of_rank(const struct cmrun_hosts *h, int rank);
 /* The host of channel memory cm of ncms: the hosts with role cm round
  * robin, else the rank hosts. */
 int hosts_of_cm(const struct cmrun_hosts *h, int cm);
+/* Where CM cm's standby runs (--cm-standby): the next CM host (rank host
+ * when none has role cm) that is not CM cm's, or its own with one host. */
+int hosts_of_standby(const struct cmrun_hosts *h, int cm);
 /* The host of the checkpoint server: the first with role ckpt, else the
  * first host. */
 int hosts_of_ckpt(const struct cmrun_hosts *h);

@@ -73,6 +73,22 @@ static void job_stop(struct job *job, int status)
  * sockets of direct-transport ranks, the ranks' environment and the ranks
  * themselves, each at its phase ---- */
 
+/* "CHANMEM_CM_STANDBYS=..." (--cm-standby): every CM's standby by TCP.
+ * Kept for the whole job: once a standby serves it is also the CM's
+ * address, and a dead one refuses at once. */
+static char *standbys_env(struct job *job)
+{
+	size_t cap = strlen(CM_ENV_CM_STANDBYS) + 2 + (size_t)job->ncms * 33;
+	char *env = malloc(cap);
+	if (env == NULL)
+		return NULL;
+	size_t len = (size_t)snprintf(env, cap, "%s=", CM_ENV_CM_STANDBYS);
+	for (int i = 0; i < job->ncms; i++)
+		len += (size_t)snprintf(env + len, cap - len, "%s%s", i ? "," : "",
+		                        job->standbys[i].addr[0] ? job->standbys[i].addr : "-");
+	return env;
+}
+
 static int build_rank_env(struct job *job)
 {
 	const struct cmrun_options *o = job->opts;
@@ -104,6 +120,8 @@ static int build_rank_env(struct job *job)
 		return -1;
 	if (o->cm_restart && asprintf(&job->rank_env[n++], "%s=%d", CMRUN_ENV_CM_RECONNECT,
 	                              CMRUN_CM_RECONNECT_S) < 0)
+		return -1;
+	if (job->standbys && (job->rank_env[n++] = standbys_env(job)) == NULL)
 		return -1;
 	if (job->ckpt_pid > 0 &&
 	    (asprintf(&job->rank_env[n++], "%s=%s", CM_ENV_CKPT, job->ckpt_addr) < 0 ||
@@ -185,16 +203,24 @@ static void job_cm_ready(struct job *job, struct cm_proc *cm, const char *text)
 		cmft_cm_listening(job, cm);
 }
 
-static void job_start_cms(struct job *job)
+/* The CMs, or with --cm-standby their standbys first: a CM is started
+ * with its standby's address (step() starts the CMs once all listen). */
+static void job_spawn_cms(struct job *job, struct cm_proc *cms)
 {
-	job_enter_phase(job, PHASE_START_CMS, CMRUN_CM_START_TIMEOUT);
 	for (int i = 0; i < job->ncms; i++) {
-		if (spawn_cm(job, &job->cms[i]) < 0) {
+		if (spawn_cm(job, &cms[i]) < 0) {
 			job_stop(job, CMRUN_EXIT_FAILURE);
 			return;
 		}
-		detect_cm_spawned(job, &job->cms[i]);
+		detect_cm_spawned(job, &cms[i]);
 	}
+}
+
+static void job_start_cms(struct job *job)
+{
+	job_enter_phase(job, PHASE_START_CMS, CMRUN_CM_START_TIMEOUT);
+	job->cms_started = job->standbys == NULL;
+	job_spawn_cms(job, job->standbys ? job->standbys : job->cms);
 }
 
 static int job_open_direct_listeners(struct job *job)
@@ -284,11 +310,14 @@ static void on_phase_timer(struct ev_loop *loop, ev_timer *w, int revents)
 					job->ranks[i].state = PROC_EXITED;
 					job->ranks_running--;
 				}
-			for (int i = 0; i < job->ncms; i++)
-				if (job->cms[i].state == PROC_RUNNING) {
-					job->cms[i].state = PROC_EXITED;
+			for (int i = 0; i < job->ncms * (job->standbys ? 2 : 1); i++) {
+				struct cm_proc *cm =
+				    i < job->ncms ? &job->cms[i] : &job->standbys[i - job->ncms];
+				if (cm->state == PROC_RUNNING) {
+					cm->state = PROC_EXITED;
 					job->cms_running--;
 				}
+			}
 			if (!job->failed)
 				job_fail(job, CMRUN_EXIT_FAILURE);
 		}
@@ -352,11 +381,12 @@ static bool rank_output_done(struct job *job)
 
 static void close_cm_output(struct job *job)
 {
-	for (int i = 0; i < job->ncms; i++) {
-		struct cm_proc *cm = &job->cms[i];
+	for (int i = 0; i < job->ncms * (job->standbys ? 2 : 1); i++) {
+		struct cm_proc *cm = i < job->ncms ? &job->cms[i] : &job->standbys[i - job->ncms];
 		if (cm->err) {
 			output_source_drain(cm->err);
 			output_source_close(cm->err);
+			cm->err = NULL;
 		}
 	}
 }
@@ -369,10 +399,15 @@ static void step(struct job *job)
 		switch (job->phase) {
 		case PHASE_START_CMS: {
 			bool all_ready = true;
+			struct cm_proc *starting = job->cms_started ? job->cms : job->standbys;
 			for (int i = 0; i < job->ncms; i++)
-				all_ready = all_ready && job->cms[i].ready;
-			if (all_ready)
+				all_ready = all_ready && starting[i].ready;
+			if (all_ready && !job->cms_started) {
+				job->cms_started = true;
+				job_spawn_cms(job, job->cms);
+			} else if (all_ready) {
 				job_start_ranks(job);
+			}
 			break;
 		}
 		case PHASE_RUN:
@@ -531,6 +566,10 @@ static void cm_exited(struct job *job, struct cm_proc *cm, int wait_status)
 		cm->ready_fd = -1;
 	}
 	describe_wait_status(wait_status, how, sizeof how);
+	if (cm->is_standby) {
+		cmft_standby_exited(job, cm, wait_status);
+		return;
+	}
 	if (job->phase == PHASE_RUN && cmft_cm_died(job, cm, wait_status))
 		return; /* restarted: the job goes on */
 	if (job->phase == PHASE_START_CMS || job->phase == PHASE_RUN) {
@@ -613,6 +652,11 @@ static void on_child(struct ev_loop *loop, ev_child *w, int revents)
 	for (int i = 0; i < job->ncms; i++) {
 		struct cm_proc *cm = &job->cms[i];
 		if (cm->state == PROC_RUNNING && cm->pid == w->rpid) {
+			cm_exited(job, cm, w->rstatus);
+			return;
+		}
+		cm = job->standbys ? &job->standbys[i] : NULL;
+		if (cm && cm->state == PROC_RUNNING && cm->pid == w->rpid) {
 			cm_exited(job, cm, w->rstatus);
 			return;
 		}
@@ -706,14 +750,23 @@ static int make_tables(struct job *job)
 		job->ranks[i].remote = launch_is_remote(o, job->ranks[i].host_index);
 		job->any_remote = job->any_remote || job->ranks[i].remote;
 	}
-	for (int i = 0; i < job->ncms; i++) {
-		job->cms[i].index = i;
-		job->cms[i].ready_fd = -1;
-		job->cms[i].report_fd = -1;
-		job->cms[i].stdin_wr = -1;
-		job->cms[i].host_index = hosts_of_cm(&o->hosts, i);
-		job->cms[i].remote = launch_is_remote(o, job->cms[i].host_index);
-		job->any_remote = job->any_remote || job->cms[i].remote;
+	if (o->cm_standby && job->ncms &&
+	    (job->standbys = calloc((size_t)job->ncms, sizeof *job->standbys)) == NULL) {
+		output_message("error: out of memory");
+		return -1;
+	}
+	for (int i = 0; i < job->ncms * (job->standbys ? 2 : 1); i++) {
+		bool standby = i >= job->ncms;
+		struct cm_proc *cm = standby ? &job->standbys[i - job->ncms] : &job->cms[i];
+		cm->index = standby ? i - job->ncms : i;
+		cm->is_standby = standby;
+		cm->ready_fd = -1;
+		cm->report_fd = -1;
+		cm->stdin_wr = -1;
+		cm->host_index = standby ? hosts_of_standby(&o->hosts, cm->index)
+		                         : hosts_of_cm(&o->hosts, cm->index);
+		cm->remote = launch_is_remote(o, cm->host_index);
+		job->any_remote = job->any_remote || cm->remote;
 	}
 	hosts_report_placement(&o->hosts, o->nranks);
 	return 0;
@@ -757,6 +810,7 @@ int job_run(struct job *job)
 	job->events.stop = job_stop;
 	job->events.cm_ready = job_cm_ready;
 	job->events.cm_gone = job_cm_gone;
+	job->events.cm_took_over = cmft_standby_took_over;
 	job->events.connection_lost = detect_confirm_lost;
 	job->control_rd = job->control_wr = -1;
 	if (make_tables(job) < 0)
@@ -811,6 +865,7 @@ void job_free(struct job *job)
 	free(job->rank_env);
 	free(job->ranks);
 	free(job->cms);
+	free(job->standbys);
 	free(job->peers);
 	free(job->control_env);
 	free(job->base_env);

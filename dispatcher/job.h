@@ -36,6 +36,8 @@ struct job_events {
 	void (*cm_ready)(struct job *job, struct cm_proc *cm, const char *text);
 	/* CM cm's report pipe ended during the run: it is dying (detect.c). */
 	void (*cm_gone)(struct job *job, struct cm_proc *cm);
+	/* Standby sb reported it took over (detect.c). */
+	void (*cm_took_over)(struct job *job, struct cm_proc *sb);
 	/* r's control connection ended while it ran, without "finalized"
 	 * (remote.c); r->lost_incarnation and r->lost_cm say which. */
 	void (*connection_lost)(struct job *job, struct rank_proc *r);
@@ -54,6 +56,10 @@ struct job {
 	int nprocs;              /* opts->nranks * opts->replicas */
 	int ranks_running;
 	struct cm_proc *cms; /* ncms entries (0 for transport direct) */
+	/* --cm-standby: ncms entries, standbys[i] is CM i's; else NULL. Their
+	 * processes count in cms_running. */
+	struct cm_proc *standbys;
+	bool cms_started; /* --cm-standby: the CMs, once their standbys listen */
 	int ncms;
 	int cms_running;
 	char *peers;     /* CHANMEM_PEERS value (transport direct) */

@@ -175,6 +175,8 @@ static int kill_cm_at_order(const void *a, const void *b)
 static int check_cm_restart(struct cmrun_options *opts, bool have_max_cm_restarts,
                             struct cmdline_state *st)
 {
+	if (opts->cm_standby)
+		opts->cm_restart = true;
 	if (!opts->cm_restart && (opts->nkill_cm_at || opts->kill_cm_every_ns))
 		return cmdline_fail(st, "--kill-cm-at and --kill-cm-every kill channel memories: "
 		                        "they need --cm-restart (without it a CM's death stops the "
@@ -504,6 +506,16 @@ static const struct cmdline_opt cmrun_opts[] = {
             ".B CHANMEM_CM_RECONNECT=30\nto reconnect. The journals are on this machine's "
             "file system: a CM on another host needs that directory there too (a shared "
             "file system)."},
+    {"cm-standby", .kind = CMDLINE_FLAG, .field = AT(o.cm_standby, bool),
+     .help = "--cm-restart, and each CM's journal copied to a standby\n"
+             "CM on another host, which takes over when the CM or its\n"
+             "host dies (with one host: on this one)",
+     .man = "Each standby runs\n.B \"cmserver \\-\\-standby\"\non the next CM host (the next "
+            "rank host without CM hosts) and is started first; each CM runs with\n"
+            ".BR \"cmserver \\-\\-mirror\" ,\nanswering nothing its standby does not hold. A CM "
+            "that dies is replaced by its standby, which the ranks find at the address they "
+            "were given in\n.BR CHANMEM_CM_STANDBYS ;\nonce a standby has taken over, or when "
+            "it died, the CM is restarted where it runs, as with\n.BR \\-\\-cm\\-restart ."},
     {"max-cm-restarts", .kind = CMDLINE_LONG, .meta = "N", .field = AT(max_cm_restarts, long),
      .lo = 0, .hi = 1000000, .bad = "--max-cm-restarts takes a number from 0 to 1000000, not '{}'",
      .help = "restarts allowed per CM (default " S(CMRUN_DEFAULT_MAX_RESTARTS) "; --cm-restart)",

@@ -84,7 +84,8 @@ struct cmrun_options {
 	int kill_at_rank; /* --kill-at RANK:DELAY, -1 = none */
 	uint64_t kill_at_ns;
 	/* Channel memory restarts (cm_restart.c). */
-	bool cm_restart;           /* --cm-restart */
+	bool cm_restart;           /* --cm-restart (--cm-standby implies it) */
+	bool cm_standby;           /* --cm-standby */
 	int max_cm_restarts;       /* --max-cm-restarts, per CM */
 	uint64_t kill_cm_every_ns; /* --kill-cm-every, 0 = none */
 	int nkill_cm_at;           /* --kill-cm-at CM:DELAY entries, sorted by delay */

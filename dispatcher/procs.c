@@ -75,6 +75,8 @@ void signal_cms(struct job *job, int sig)
 		struct cm_proc *cm = &job->cms[i];
 		if (cm->state == PROC_RUNNING)
 			signal_group(cm->pid, sig);
+		if (job->standbys && job->standbys[i].state == PROC_RUNNING)
+			signal_group(job->standbys[i].pid, sig);
 	}
 }
 
@@ -88,7 +90,9 @@ static bool is_known_child(struct job *job, pid_t pid)
 		if (job->ranks[i].state == PROC_RUNNING && job->ranks[i].pid == pid)
 			return true;
 	for (int i = 0; i < job->ncms; i++)
-		if (job->cms[i].state == PROC_RUNNING && job->cms[i].pid == pid)
+		if ((job->cms[i].state == PROC_RUNNING && job->cms[i].pid == pid) ||
+		    (job->standbys && job->standbys[i].state == PROC_RUNNING &&
+		     job->standbys[i].pid == pid))
 			return true;
 	return false;
 }
@@ -133,8 +137,8 @@ int count_running(struct job *job)
 		if (job->ranks[i].state == PROC_RUNNING)
 			n++;
 	for (int i = 0; i < job->ncms; i++)
-		if (job->cms[i].state == PROC_RUNNING)
-			n++;
+		n += (job->cms[i].state == PROC_RUNNING) +
+		     (job->standbys && job->standbys[i].state == PROC_RUNNING);
 	return n;
 }
 

@@ -131,6 +131,14 @@ struct cm_proc {
 	                         or the pause before restarting it again */
 	/* The replay counters of its earlier processes (each reports its own). */
 	unsigned long long replayed_before, events_replayed_before;
+	/* --cm-standby (cm_restart.c). An entry of job->standbys is CM
+	 * index's standby; an entry of job->cms whose standby took over runs
+	 * on the standby's journal and host from then on. */
+	bool is_standby;
+	bool took_over;          /* standby: it said "takeover" */
+	bool used;               /* standby: it took over, or died: not there any more */
+	bool awaiting_standby;   /* CM: died, its standby is expected to take over */
+	bool on_standby_journal; /* CM: the process serving it is its former standby */
 };
 
 /* ---- procs.c ---- */

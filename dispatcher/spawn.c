@@ -675,13 +675,27 @@ spawned:
 	return 0;
 }
 
-/* CM k's journal file (--cm-restart, cm_restart.c), "" without one. */
-static void journal_path(const struct job *job, int k, char *buf, size_t len)
+/* cm's journal file (--cm-restart, cm_restart.c), "" without one: a
+ * standby's copy, and the journal of a CM its standby took over, are the
+ * standby's. */
+static void journal_path(const struct job *job, const struct cm_proc *cm, char *buf, size_t len)
 {
 	if (job->journal_dir)
-		snprintf(buf, len, "%s/cm-%d.journal", job->journal_dir, k);
+		snprintf(buf, len, "%s/cm-%d.%s", job->journal_dir, cm->index,
+		         cm->is_standby || cm->on_standby_journal ? "standby" : "journal");
 	else if (len)
 		buf[0] = '\0';
+}
+
+/* The standby a first CM process copies its journal to (--cm-standby):
+ * one that listens and has not been used. A restarted CM has a journal
+ * already, which a standby cannot start from. */
+static const struct cm_proc *mirror_for(const struct job *job, const struct cm_proc *cm)
+{
+	if (job->standbys == NULL || cm->is_standby || cm->restarts > 0)
+		return NULL;
+	const struct cm_proc *sb = &job->standbys[cm->index];
+	return sb->state == PROC_RUNNING && sb->ready && !sb->used ? sb : NULL;
 }
 
 int spawn_cm(struct job *job, struct cm_proc *cm)
@@ -732,10 +746,17 @@ int spawn_cm(struct job *job, struct cm_proc *cm)
 		argv[argc++] = "--unix";
 		argv[argc++] = cm->unix_addr;
 	}
-	journal_path(job, cm->index, journal, sizeof journal);
+	journal_path(job, cm, journal, sizeof journal);
 	if (journal[0]) {
 		argv[argc++] = "--journal";
 		argv[argc++] = journal;
+	}
+	const struct cm_proc *sb = mirror_for(job, cm);
+	if (cm->is_standby)
+		argv[argc++] = "--standby";
+	else if (sb) {
+		argv[argc++] = "--mirror";
+		argv[argc++] = (char *)sb->addr;
 	}
 	if (cm->remote) {
 		/* No descriptor crosses the launcher: its stdout carries the

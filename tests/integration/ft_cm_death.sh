@@ -12,6 +12,10 @@
 # (programs/ckpt_kill), and NPcm, which checks every byte it receives.
 # CM_DEATH_CASES="master big ..." keeps only those cases (master,
 # stencil_with_rank, stencil_during_replay, big, ck64, ck2m, npcm).
+# CM_DEATH_STANDBY=1 runs them all with cmrun --cm-standby instead: each
+# CM mirrors its journal to a standby, which takes over at the CM's first
+# death; a second death of the same CM restarts it on the standby's
+# journal (ft_cm_standby.sh).
 here=$(dirname "$0")
 . "$here/lib.sh"
 . "$here/ft_lib.sh"
@@ -32,6 +36,9 @@ ft_ref cmd_ref_big --cms 2 -- ft_suite big 20
 ft_ref cmd_ref_ck64 --cms 2 -- "${CK64[@]}"
 ft_ref cmd_ref_ck2m --cms 2 -- "${CK2M[@]}"
 
+FT_CM_OPT=--cm-restart
+[ "${CM_DEATH_STANDBY:-0}" = 1 ] && FT_CM_OPT=--cm-standby
+
 # cm_same NAME REF CM_DEATHS [cmrun options] -- PROGRAM ARGS: as ft_same,
 # and the fault report counts CM_DEATHS restarted channel memories.
 cm_same() {
@@ -39,7 +46,7 @@ cm_same() {
 	shift 3
 	itest_selected "$name" || return 0
 	local before=$itest_failures
-	FT_VERBOSE=1 ft_same "$name" "$ref" --cms 2 --cm-restart "$@"
+	FT_VERBOSE=1 ft_same "$name" "$ref" --cms 2 "$FT_CM_OPT" "$@"
 	[ "$itest_failures" -ne "$before" ] && return 0
 	local got
 	got=$(sed -n 's/^cmrun:   channel memories: \([0-9]*\) restart.*/\1/p' "$itest_work/$name.report")
@@ -55,6 +62,7 @@ wanted() {
 
 scenarios() {
 	local m=${CHANMEM_TEST_MODE:-mono}
+	[ "$FT_CM_OPT" = --cm-standby ] && m=standby_$m
 	wanted master && CM_DEATH_SLEEP_MS=2 cm_same "cmd_master_$m" cmd_ref_master 2 \
 		--kill-cm-at 0:0.6s --kill-cm-at 1:1.2s -- cm_death master 4000
 	# A CM and a rank it is home to, at once; then a CM while a killed rank
@@ -80,7 +88,7 @@ scenarios() {
 		itest_log "SKIP: $name: NPcm not built ($npcm)"
 	else
 		local clean=0
-		itest_run "$name" 2 --cms 2 --cm-restart --kill-cm-at 0:0.5s --kill-cm-at 1:1s \
+		itest_run "$name" 2 --cms 2 "$FT_CM_OPT" --kill-cm-at 0:0.5s --kill-cm-at 1:1s \
 			--kill-cm-at 0:1.5s -- "$(realpath --relative-to="$PROGDIR" "$npcm")" \
 			-u 8388608 -t 0.03 -T 1 -o "$itest_work/$name.np" || clean=1
 		local got

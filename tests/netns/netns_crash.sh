@@ -3,8 +3,9 @@
 # host is killed at once (its namespace emptied, as a machine that loses power). cmrun must
 # notice, restart the lost ranks on a surviving host with replay, and the run must end as
 # the failure-free run: same output, exit 0, nothing on stderr, nothing left anywhere.
-# Also a host carrying two ranks, and a crash whose ranks run under a launch template (the
-# local child a wrapper, as ssh or srun would be).
+# Also a host carrying two ranks, a crash whose ranks run under a launch template (the
+# local child a wrapper, as ssh or srun would be), and a host carrying a channel memory
+# and two of its ranks, survived through the CM's standby on another host (--cm-standby).
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/netns_lib.sh"
 netns_setup 4 1gbit
@@ -67,6 +68,28 @@ netns_remote_wrapper "$itest_work/remote"
 crash_case netns_crash_template ref_ring 3 2 --hosts "$netns_hosts" \
 	--launch "exec $itest_work/remote {host} {cmd}" --map-by host "${HB[@]}" -- \
 	ft_suite ring "$ITERS"
+
+# CMs on the rank hosts (CM 0 on host 1, CM 1 on host 2; each one's standby on the next
+# CM host: 2 and 3), host 1 crashed with CM 0 and ranks 0 and 3: CM 0's standby on host 2
+# takes over from the journal CM 0 mirrored to it, ranks 0 and 3 restart elsewhere and are
+# replayed from it. Its journal on host 1 is not read again: the standby's copy is enough.
+cluster_hostsfile "$itest_work/hosts_cm" "roles=ckpt" "slots=2 roles=rank,cm" \
+	"slots=2 roles=rank,cm" "slots=2 roles=rank,cm"
+FT_VERBOSE=1 crash_case netns_crash_cm_host ref_alltoall 1 0,3 --cms 2 --cm-standby -v \
+	--hosts "$itest_work/hosts_cm" --launch netns --map-by host "${HB[@]}" -- \
+	ft_suite alltoall "$ITERS"
+name=netns_crash_cm_host_standby
+if itest_selected netns_crash_cm_host; then
+	itest_elapsed=0
+	if grep -q "^cmrun: cmserver 0: its standby (pid [0-9]*, host $(cluster_host 2)) took over" \
+		"$itest_work/netns_crash_cm_host.err"; then
+		itest_pass $name
+	else
+		itest_fail $name "CM 0's standby on host 2 did not take over:"
+		grep -E '^cmrun: .*(cmserver|standby)' "$itest_work/netns_crash_cm_host.err" |
+			head -n 10 | sed 's/^/    /'
+	fi
+fi
 
 # The direct transport cannot restart: a crashed host stops the job, with a message and a
 # failure status, and cmrun tears down what runs on the other hosts (nothing left anywhere).

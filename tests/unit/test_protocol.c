@@ -28,6 +28,15 @@ static struct cm_header make(uint8_t type)
 		h.clock = 42;
 		h.len = CM_TRIM_PAYLOAD;
 		break;
+	case CM_T_MIRROR:
+		h.src = h.dst = 0; /* between two CMs: no rank */
+		h.clock = 1u << 20;
+		h.len = 4096;
+		break;
+	case CM_T_MIRROR_ACK:
+		h.src = h.dst = 0;
+		h.clock = 99;
+		break;
 	case CM_T_MSG:
 	case CM_T_DELIVER:
 		h.tag = 5;
@@ -116,6 +125,31 @@ START_TEST(every_type_roundtrips)
 		ck_assert_uint_eq(out.len, h.len);
 		ck_assert(out.clock == h.clock);
 	}
+}
+END_TEST
+
+/* MIRROR and MIRROR_ACK name no rank and no context; MIRROR's flags say
+ * which file or the CM's clean end, MIRROR_ACK has no payload. */
+START_TEST(mirror_frames_validated)
+{
+	struct cm_header h = make(CM_T_MIRROR), out;
+	h.flags = CM_F_DATA;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_OK);
+	ck_assert_uint_eq(out.flags, CM_F_DATA);
+	h.flags = CM_F_ACK;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_FLAGS);
+	h = make(CM_T_MIRROR);
+	h.src = 1;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_FIELD);
+	h = make(CM_T_MIRROR);
+	h.ctx = 1;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_FIELD);
+	h = make(CM_T_MIRROR_ACK);
+	h.len = 1;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_LENGTH);
+	h = make(CM_T_MIRROR_ACK);
+	h.dst = 3;
+	ck_assert_int_eq(roundtrip(&h, &out), CM_E_FIELD);
 }
 END_TEST
 
@@ -461,6 +495,7 @@ int main(void)
 	Suite *s = suite_create("protocol");
 	TCase *tc = tcase_create("frames");
 	tcase_add_test(tc, every_type_roundtrips);
+	tcase_add_test(tc, mirror_frames_validated);
 	tcase_add_test(tc, trim_validated);
 	tcase_add_test(tc, logged_and_ack_validated);
 	tcase_add_test(tc, event_frames_validated);
