@@ -177,6 +177,15 @@ static int out_is_msg(const struct cm_out *o)
 	return o->hdr[1] == CM_T_MSG;
 }
 
+/* How a peer that may die is seen to be gone: it reset the connection,
+ * or its host went silent (keepalive or unacknowledged data timed out)
+ * or unreachable. */
+static int peer_gone(int err)
+{
+	return err == ECONNRESET || err == EPIPE || err == ETIMEDOUT || err == EHOSTUNREACH ||
+	       err == ENETUNREACH;
+}
+
 static void kept_append(struct cm_conn *c, struct cm_out *o)
 {
 	o->next = NULL;
@@ -242,7 +251,7 @@ int cm_conn_flush(struct cm_conn *c)
 				c->wblocked = 1;
 				return 0;
 			}
-			if (c->peer_may_die && (errno == EPIPE || errno == ECONNRESET)) {
+			if (c->peer_may_die && peer_gone(errno)) {
 				c->state = CM_CONN_CLOSED; /* its death, seen from here */
 				return -1;
 			}
@@ -619,7 +628,7 @@ static enum cm_io read_frames(struct cm_conn *c, int flags)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return CM_IO_OK;
-			if (c->peer_may_die && errno == ECONNRESET) {
+			if (c->peer_may_die && peer_gone(errno)) {
 				c->state = CM_CONN_CLOSED; /* its death, seen from here */
 				return CM_IO_EOF;
 			}

@@ -46,6 +46,12 @@
 #define RETRY_MS 50
 #define CONNECT_TRY_MS 1000
 #define RECONNECT_MAX_S 86400
+/* Silence on a CM connection (TCP keepalive: idle, probe interval, probes;
+ * unacknowledged data) after which it counts as lost. */
+#define KEEPALIVE_IDLE_S 2
+#define KEEPALIVE_INTERVAL_S 1
+#define KEEPALIVE_COUNT 3
+#define USER_TIMEOUT_MS 5000
 
 /* CHANMEM_CM_STANDBYS: one entry per CM, "-" for none. */
 static int standbys_init(struct cmt *s)
@@ -138,10 +144,19 @@ oom:
 	return -1;
 }
 
+/* A CM behind a partition or on a host that vanished sends no FIN: the
+ * connection must fail on its own for the rank to try the standby. */
+static void watch_silence(int fd)
+{
+	(void)cm_set_keepalive(fd, KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT,
+	                       USER_TIMEOUT_MS);
+}
+
 void cmt_reconnect_watch(struct cmt *s, struct cm_conn *c)
 {
 	if (s->reconnect_ms == 0)
 		return;
+	watch_silence(c->fd);
 	cm_conn_retain(c);
 	c->peer_may_die = 1; /* a reset or a cut frame: reconnect, nothing to print */
 }
@@ -196,6 +211,7 @@ static void try_connect(struct cmt *s, int cm, long long left_ms)
 	int fd = cm_connect(&addr, (int)(left_ms < CONNECT_TRY_MS ? left_ms : CONNECT_TRY_MS));
 	if (fd < 0)
 		return;
+	watch_silence(fd);
 	if (cm_conn_attach(c, fd) < 0) {
 		close(fd);
 		return;

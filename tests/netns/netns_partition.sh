@@ -10,6 +10,13 @@
 # no stale process survives) and a template whose local child is only a wrapper on the
 # head host (like ssh): killing the wrapper leaves the rank running on its host, in its own
 # session, exactly what a remote process behind a partition does.
+#
+# Then the host of a channel memory (CMs on the rank hosts, --cm-standby): its link cut,
+# neither the CM nor its standby can reach the other. The standby takes over once the
+# stream has been silent for 5 s, the CM stops on its own (it cannot answer anything the
+# standby does not hold, so the two never both serve), the ranks behind the cut restart
+# elsewhere, and the ranks outside, whose connections to the CM just hang, give up on them
+# and reach the standby.
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/netns_lib.sh"
 netns_setup 4 1gbit
@@ -38,7 +45,12 @@ partition_driver() {
 	cluster_cut "$CUT_HOST"
 	touch "$itest_work/cut.done"
 	for i in $(seq 1 300); do
-		grep -qE "^[013] ft_suite $CUT_RANK 1\$" "$itest_work/placement.raw" && break
+		grep -qE "^[^$CUT_HOST] ft_suite $CUT_RANK 1\$" "$itest_work/placement.raw" && break
+		sleep 0.1
+	done
+	# RESTORE_WHEN: a line cmrun -v must have printed first (up to 30 s).
+	for i in $(seq 1 300); do
+		[ -z "${RESTORE_WHEN:-}" ] || grep -q "$RESTORE_WHEN" "$itest_work/$name.err" && break
 		sleep 0.1
 	done
 	# Still running: some rank has not printed its last iteration yet.
@@ -75,8 +87,8 @@ partition_case() {
 	netns_sampler_start
 	partition_driver "$name" &
 	netns_trigger_pid=$!
-	FT_SLEEP_MS=30 ft_same "$name" ref_ring --hosts "$netns_hosts" --map-by host "${HB[@]}" \
-		"$@" -- ft_suite ring "$ITERS"
+	FT_SLEEP_MS=30 ft_same "$name" ref_ring --hosts "${HOSTS_FILE:-$netns_hosts}" --map-by host \
+		"${HB[@]}" "$@" -- ft_suite ring "$ITERS"
 	netns_trigger_wait
 	wait_cluster_empty
 	netns_sampler_stop
@@ -84,7 +96,7 @@ partition_case() {
 	itest_elapsed=0
 	if [ ! -e "$itest_work/cut.done" ]; then
 		itest_fail "$check" "the link was never cut (rank $CUT_RANK printed < 10 lines)"
-	elif ! grep -qE "^[013] ft_suite $CUT_RANK 1\$" "$itest_work/placement"; then
+	elif ! grep -qE "^[^$CUT_HOST] ft_suite $CUT_RANK 1\$" "$itest_work/placement"; then
 		itest_fail "$check" "rank $CUT_RANK's second incarnation never ran on another host"
 		sed 's/^/    seen: /' "$itest_work/placement"
 	elif [ ! -e "$itest_work/restored.while_running" ]; then
@@ -103,5 +115,24 @@ partition_case() {
 
 partition_case netns_partition no --launch netns
 partition_case netns_partition_stale yes --launch "exec $itest_work/remote {host} {cmd}"
+
+# CM 0 and ranks 0 and 3 on host 1, CM 1 and rank 1 on host 2, rank 2 on host 3; each CM's
+# standby on the next CM host (CM 0's on host 2). Host 1 cut.
+cluster_hostsfile "$itest_work/hosts_cm" "roles=ckpt" "slots=2 roles=rank,cm" \
+	"slots=2 roles=rank,cm" "slots=2 roles=rank,cm"
+name=netns_partition_cm_host
+CUT_HOST=1 CUT_RANK=0 HOSTS_FILE=$itest_work/hosts_cm FT_VERBOSE=1 RESTORE_WHEN="took over" \
+	partition_case $name no --launch netns --cms 2 --cm-standby -v
+if itest_selected $name; then
+	itest_elapsed=0
+	if grep -q "^cmrun: cmserver 0: its standby (pid [0-9]*, host $(cluster_host 2)) took over" \
+		"$itest_work/$name.err"; then
+		itest_pass ${name}_standby
+	else
+		itest_fail ${name}_standby "CM 0's standby on host 2 did not take over:"
+		grep -E '^cmrun: .*(cmserver|standby)' "$itest_work/$name.err" | head -n 10 |
+			sed 's/^/    /'
+	fi
+fi
 
 itest_finish
