@@ -14,6 +14,8 @@
 #   KIND+cm      KIND with two CMs that are killed too (--cm-restart,
 #                --kill-cm-every): a CM's journal recovered, the ranks
 #                reconnecting, while ranks die and are replayed
+#   KIND+sb      the same with --cm-standby: a CM's first death taken over by
+#                its standby, later ones restarted on the standby's journal
 # The cmserver mode goes round the four (or CHANMEM_TEST_MODE), every other
 # round with two CMs. Every run must end with the failure-free output
 # (per-rank lines in order, ranks' lines interleaving freely), exit 0, no
@@ -34,9 +36,10 @@ FIRST=${SOAK_FIRST:-0}
 SEED=${SOAK_SEED:-$(date +%s)}
 # SOAK_KINDS="ck64 ck2m ..." keeps only those kinds (e.g. the checkpoint
 # ones: SOAK_KINDS="ck64 ck2m cktest stdinck").
-read -r -a KINDS <<<"${SOAK_KINDS:-ck64 ring+cm stdin ck2m+cm alltoall cktest ssend stdinck master ring ck2m master+cm ck64+cm cktest+cm}"
+read -r -a KINDS <<<"${SOAK_KINDS:-ck64 ring+cm stdin ck2m+cm alltoall cktest ssend stdinck master ring ck2m master+cm ck64+cm cktest+cm ring+sb ck2m+sb master+sb ck64+sb}"
 for k in "${KINDS[@]}"; do
-	case ${k%+cm} in
+	base=${k%+cm}
+	case ${base%+sb} in
 	ck64 | ring | stdin | ck2m | alltoall | cktest | ssend | stdinck | master) ;;
 	*)
 		echo "ERROR: SOAK_KINDS: unknown kind '$k'" >&2
@@ -66,10 +69,13 @@ RANDOM=$SEED
 for ((i = FIRST; i < FIRST + RUNS; i++)); do
 	seed=$((SEED + i - FIRST))
 	kind=${KINDS[i % ${#KINDS[@]}]}
-	cmkill=()
+	cmkill=() suffix=""
 	if [ "$kind" != "${kind%+cm}" ]; then
-		kind=${kind%+cm}
+		kind=${kind%+cm} suffix=+cm
 		cmkill=(--cm-restart --kill-cm-every $((150 + RANDOM % 300))ms)
+	elif [ "$kind" != "${kind%+sb}" ]; then
+		kind=${kind%+sb} suffix=+sb
+		cmkill=(--cm-standby --kill-cm-every $((150 + RANDOM % 300))ms)
 	fi
 	mode=${CHANMEM_TEST_MODE:-${MODES[i % ${#MODES[@]}]}}
 	cms=$((1 + (i / ${#MODES[@]}) % 2))
@@ -77,7 +83,7 @@ for ((i = FIRST; i < FIRST + RUNS; i++)); do
 	kills=$((1 + RANDOM % 3))
 	every=$((100 + RANDOM % 300))ms
 	ckpt=(--ckpt-dir "$itest_work/ck_$i" --ckpt-every $((20 + RANDOM % 280))ms)
-	name="soak_${i}_${kind}${cmkill:++cm}_${mode}_cms${cms}_seed$seed"
+	name="soak_${i}_${kind}${suffix}_${mode}_cms${cms}_seed$seed"
 	opts=(-v --cms "$cms" --kill-every "$every" --kill-count "$kills" --seed "$seed"
 		"${cmkill[@]}")
 	before=$itest_failures
