@@ -1,0 +1,91 @@
+#!/bin/bash
+# A rank's memory stays within its retention bound while its channel memory
+# dies (cmrun --cm-restart): a rank keeps every message it wrote until its
+# CM says it is logged, at most CM_RETAIN_MAX (64 MiB) per connection, and
+# waits for LOGGED past it (client/conn.h). programs/retain_stream (rank 0
+# streams bursts of 64 B, 16 KiB, 48 KiB, 1 MiB and 4 MiB messages at
+# rank 1, about 3 GiB with 5 rounds; 256 MiB per round are 16 KiB eager
+# sends that complete on a copy, so the sender runs ahead of its CM) goes
+# through one CM killed with SIGKILL every 0.5 s (12 times) and restarted.
+# The sending rank's peak resident memory (VmHWM, sampled every 0.2 s)
+# must stay within 128 MiB (64 MiB retained, the rest the program and the
+# library), the job must end with status 0, with every kill done and
+# restarted, and print exactly what the failure-free run prints.
+#
+# Safety: cmrun runs under --timeout, and a sender whose peak passes 2 GiB
+# is killed by its pid at once (the job then fails).
+#
+#   make -C build check TESTS=integration/rank_retain_bound.sh
+#   MODES_ONLY="mono specialized" RETAIN_ROUNDS=10 ...   (more modes, more data)
+here=$(dirname "$0")
+. "$here/lib.sh"
+. "$here/ft_lib.sh"
+itest_setup
+
+# Sanitizers add shadow memory to every page: the resident size says nothing
+# about the bound there.
+if ldd "$PROGDIR/retain_stream" 2>/dev/null | grep -qE 'lib(a|t)san'; then
+	echo "SKIP: built with a sanitizer (the rank's RSS includes shadow memory)"
+	exit 77
+fi
+
+NP=2
+ITEST_JOB_TIMEOUT=300s
+ITEST_OUTER_TIMEOUT=360
+ROUNDS=${RETAIN_ROUNDS:-5}
+[[ $ROUNDS =~ ^[1-9][0-9]{0,3}$ ]] || itest_hard_error "RETAIN_ROUNDS: 1..9999"
+BOUND_KIB=$((128 * 1024))        # the assertion
+CEILING_KIB=$((2 * 1024 * 1024)) # past this the sender is killed
+KILLS=12
+
+ft_ref rrb_ref --cms 1 -- retain_stream "$ROUNDS"
+
+hwm_kib() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
+
+# sample NAME: the peak VmHWM of rank 0 (every incarnation cmrun -v names)
+# into NAME.peak until NAME.stop appears; kills it past the ceiling.
+sample() {
+	local err=$itest_work/$1.err stop=$itest_work/$1.stop pid peak=0 kib
+	while [ ! -e "$stop" ]; do
+		pid=$(sed -n 's/.*rank 0 started (pid \([0-9]*\).*/\1/p' "$err" 2>/dev/null | tail -n 1)
+		if [ -n "$pid" ] && kib=$(hwm_kib "$pid") && [ -n "$kib" ]; then
+			[ "$kib" -gt "$peak" ] && peak=$kib
+			if [ "$kib" -gt "$CEILING_KIB" ]; then
+				echo "$1: rank 0 passed $((CEILING_KIB / 1024)) MiB: killing it (pid $pid)"
+				kill -KILL "$pid" 2>/dev/null
+			fi
+		fi
+		echo "$peak" >"$itest_work/$1.peak"
+		sleep 0.2
+	done
+}
+
+for mode in ${MODES_ONLY:-mono}; do
+	name=rrb_$mode
+	itest_selected "$name" || continue
+	sample "$name" &
+	sampler=$!
+	before=$itest_failures
+	FT_VERBOSE=1 ft_same "$name" rrb_ref -v --mode "$mode" --cms 1 --cm-restart \
+		--max-cm-restarts "$KILLS" --kill-cm-every 0.5s --kill-count "$KILLS" \
+		-- retain_stream "$ROUNDS"
+	touch "$itest_work/$name.stop"
+	wait "$sampler"
+	peak=$(cat "$itest_work/$name.peak")
+	restarts=$(sed -n 's/^cmrun:   channel memories: \([0-9]*\) restart.*/\1/p' \
+		"$itest_work/$name.report")
+	itest_log "$name: rank 0 peak RSS $((peak / 1024)) MiB (bound $((BOUND_KIB / 1024)) MiB)," \
+		"${restarts:-0} CM restarts, ${itest_elapsed} s"
+	[ "$itest_failures" -ne "$before" ] && continue
+	if [ "$peak" -eq 0 ]; then
+		itest_fail "$name" "rank 0's memory was never sampled"
+	elif [ "$peak" -gt "$BOUND_KIB" ]; then
+		itest_fail "$name" "rank 0 peak RSS $((peak / 1024)) MiB > $((BOUND_KIB / 1024)) MiB"
+	elif [ "${restarts:-0}" -ne "$KILLS" ]; then
+		itest_fail "$name" "${restarts:-0} channel memory restarts, expected $KILLS"
+	else
+		continue
+	fi
+	itest_passes=$((itest_passes - 1)) # ft_same counted it as passed
+done
+itest_finish
