@@ -3,10 +3,11 @@
  * its channel memory says it is logged) when that CM dies and the sender
  * goes on sending.
  *
- *   retain_stream [ROUNDS [SMALL_MIB]]
+ *   retain_stream [ROUNDS [SMALL_MIB [TINY]]]
  *
  * Each round (default 6) rank 0 sends, in this order:
- *   1. 65536 messages of 64 bytes (MPI_Send: queued and copied at once),
+ *   1. TINY (default 65536) messages of 64 bytes (MPI_Send: queued and
+ *      copied at once; what they cost the sender is mostly bookkeeping),
  *   2. SMALL_MIB (default 256) MiB of 16 KiB messages (MPI_Send: eager,
  *      the send completes on a copy, so the sender runs ahead of its CM),
  *   3. 96 MiB of 48 KiB messages, 64 MPI_Isend at a time (MPI_Waitall),
@@ -28,12 +29,12 @@ enum { TAG_FIRST = 100, WINDOW = 64, PHASES = 5 };
 
 struct phase {
 	size_t size;
-	long count; /* 0: from SMALL_MIB */
+	long count; /* 0: from the command line */
 	int window; /* MPI_Isend this many at a time; 0: MPI_Send */
 };
 
 static const struct phase phases[PHASES] = {
-    {64, 65536, 0}, {16384, 0, 0}, {49152, 2048, WINDOW}, {1 << 20, 128, 0}, {4 << 20, 32, 0},
+    {64, 0, 0}, {16384, 0, 0}, {49152, 2048, WINDOW}, {1 << 20, 128, 0}, {4 << 20, 32, 0},
 };
 #define MAX_SIZE ((size_t)4 << 20)
 
@@ -49,7 +50,7 @@ static long parse_arg(const char *text, long min, long max, const char *what)
 	if (end == text || *end != '\0' || v < min || v > max) {
 		if (tu_rank == 0)
 			fprintf(stderr,
-			        "usage: retain_stream [ROUNDS [SMALL_MIB]]\n"
+			        "usage: retain_stream [ROUNDS [SMALL_MIB [TINY]]]\n"
 			        "retain_stream: %s: '%s'\n",
 			        what, text);
 		MPI_Abort(MPI_COMM_WORLD, 2);
@@ -67,11 +68,12 @@ int main(int argc, char **argv)
 {
 	tu_init(&argc, &argv, "retain_stream");
 	tu_require_size(2, 2);
-	if (argc > 3)
-		parse_arg(argv[3], 1, 0, "one argument too many");
+	if (argc > 4)
+		parse_arg(argv[4], 1, 0, "one argument too many");
 	long rounds = argc > 1 ? parse_arg(argv[1], 1, 100000, "ROUNDS wants 1 to 100000") : 6;
 	long small_mib =
 	    argc > 2 ? parse_arg(argv[2], 1, 65536, "SMALL_MIB wants 1 to 65536") : 256;
+	long tiny = argc > 3 ? parse_arg(argv[3], 1, 1L << 30, "TINY wants 1 to 2^30") : 65536;
 
 	unsigned char *buf = malloc(MAX_SIZE), *expect = malloc(MAX_SIZE);
 	/* The window of phase 3: one buffer per send in flight, each stamped. */
@@ -84,8 +86,9 @@ int main(int argc, char **argv)
 	for (long r = 0; r < rounds; r++) {
 		for (int p = 0; p < PHASES; p++) {
 			const struct phase *ph = &phases[p];
-			long count =
-			    ph->count ? ph->count : (long)(small_mib << 20) / (long)ph->size;
+			long count = ph->count ? ph->count
+			             : p == 0  ? tiny
+			                       : (long)(small_mib << 20) / (long)ph->size;
 			int tag = TAG_FIRST + p;
 			uint64_t seed = seed_of(r, p);
 			if (tu_rank == 1) {
