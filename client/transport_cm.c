@@ -358,8 +358,8 @@ static int cmt_init(struct cm_transport *t, const struct cm_job *job)
 	s->rank = job->rank;
 	s->size = job->size;
 	s->ncms = job->ncms;
-	s->lim = (struct cm_limits){.world_size = (uint32_t)job->size,
-	                            .max_payload = CM_MAX_PAYLOAD};
+	s->lim =
+	    (struct cm_limits){.world_size = (uint32_t)job->size, .max_payload = CM_MAX_PAYLOAD};
 	s->cms = calloc((size_t)job->ncms, sizeof *s->cms);
 	s->bye_acked = calloc((size_t)job->ncms, 1);
 	s->pfds = calloc((size_t)job->ncms, sizeof *s->pfds);
@@ -393,12 +393,24 @@ static int cmt_init(struct cm_transport *t, const struct cm_job *job)
 	while (!all_ready(s)) {
 		if (takeover >= 0 && cm_now_ms() >= takeover) {
 			takeover = -1;
-			for (int i = 0; i < s->ncms; i++)
-				if (s->cms[i]->state != CM_CONN_READY &&
-				    cm_conn_send_hello(s->cms[i], CM_F_TAKEOVER, s->rank, s->rank,
-				                       job->incarnation, (unsigned)job->size,
-				                       CM_PEER_RANK, job->secret) < 0)
+			/* A connection re-established meanwhile (its CM died before
+			 * HELLO_ACK) writes nothing after its HELLO until HELLO_ACK:
+			 * it is made again, and every reconnection until HELLO_ACK
+			 * says TAKEOVER. */
+			s->hello_flags = CM_F_TAKEOVER;
+			for (int i = 0; i < s->ncms; i++) {
+				if (s->cms[i]->state == CM_CONN_READY)
+					continue;
+				if (s->links && s->links[i].down) {
+					if (s->cms[i]->fd >= 0 && cmt_reconnect_start(s, i) < 0)
+						goto fail;
+				} else if (cm_conn_send_hello(s->cms[i], CM_F_TAKEOVER, s->rank,
+				                              s->rank, job->incarnation,
+				                              (unsigned)job->size, CM_PEER_RANK,
+				                              job->secret) < 0) {
 					goto fail;
+				}
+			}
 		}
 		long long left = deadline - cm_now_ms();
 		if (takeover >= 0 && takeover - cm_now_ms() < left)
@@ -413,6 +425,7 @@ static int cmt_init(struct cm_transport *t, const struct cm_job *job)
 		if (cmt_progress(t, (int)(left < 1000 ? left : 1000)) < 0)
 			goto fail;
 	}
+	s->hello_flags = 0; /* from here on a reconnection is not a restart */
 	if (job->incarnation > 0 && cmt_fetch_events(t, deadline) < 0)
 		goto fail;
 	return 0;

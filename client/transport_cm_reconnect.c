@@ -124,8 +124,8 @@ static void try_connect(struct cmt *s, int cm, long long left_ms)
 		close(fd);
 		return;
 	}
-	if (cm_conn_send_hello(c, 0, s->rank, s->rank, s->incarnation, (unsigned)s->size,
-	                       CM_PEER_RANK, s->secret) < 0)
+	if (cm_conn_send_hello(c, s->hello_flags, s->rank, s->rank, s->incarnation,
+	                       (unsigned)s->size, CM_PEER_RANK, s->secret) < 0)
 		cmt_check_lost(s); /* broken again: the next try comes */
 }
 
