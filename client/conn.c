@@ -310,6 +310,14 @@ static int copy_rest(struct cm_conn *c, struct cm_out *o)
 	return 0;
 }
 
+/* What a retained MSG costs the rank: its payload, and its queue block
+ * with the allocator's overhead, so that many tiny (even empty) messages
+ * are bounded as well as a few large ones. */
+static size_t kept_cost(size_t len)
+{
+	return len + sizeof(struct cm_out) + SPARE_INLINE + 16;
+}
+
 /* A MSG on a retaining connection: counted as kept, and CM_F_ACK set by
  * the policy of conn.h. 1 when the send request itself is to wait for
  * LOGGED (the payload is not copied). */
@@ -317,7 +325,7 @@ static int retain_policy(struct cm_conn *c, struct cm_header *h, size_t len, str
 {
 	if (!c->retain || h->type != CM_T_MSG)
 		return 0;
-	c->kept_bytes += len;
+	c->kept_bytes += kept_cost(len);
 	c->ack_bytes += len;
 	c->ack_msgs++;
 	if (len >= CM_RETAIN_ACK_SIZE || c->ack_bytes >= CM_RETAIN_ACK_BYTES ||
@@ -708,7 +716,7 @@ void cm_conn_logged(struct cm_conn *c, uint64_t clock)
 		c->kept_head = o->next;
 		if (c->kept_head == NULL)
 			c->kept_tail = NULL;
-		c->kept_bytes -= o->len;
+		c->kept_bytes -= kept_cost(o->len);
 		if (o->req)
 			cm_send_settle(o->req, CM_SEND_WAIT_WRITE | CM_SEND_WAIT_LOGGED);
 		out_free(c, o);

@@ -49,7 +49,7 @@
  * (and then its send waits for LOGGED instead of copying the payload), or
  * when the messages since the last ask reach one of the other two bounds,
  * so one answer frees many. CM_RETAIN_MAX is the owner's bound on kept
- * bytes per connection. */
+ * bytes per connection, the payloads and a frame's bookkeeping each. */
 #define CM_RETAIN_ACK_SIZE (64u * 1024u)
 #define CM_RETAIN_ACK_BYTES (256u * 1024u)
 #define CM_RETAIN_ACK_MSGS 32u
@@ -145,7 +145,8 @@ struct cm_conn {
 	int retain;
 	struct cm_out *kept_head, *kept_tail; /* written MSGs not known to be logged,
 	                                         in clock order */
-	size_t kept_bytes;                    /* payload of every retained MSG, queued too */
+	size_t kept_bytes;                    /* memory of every retained MSG, queued too: payload
+	                                         and queue block (conn.c: kept_cost) */
 	size_t ack_bytes;                     /* MSG bytes since the last CM_F_ACK */
 	unsigned ack_msgs;
 };

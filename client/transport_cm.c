@@ -197,6 +197,11 @@ static int cmt_isend(struct cm_transport *t, struct cm_req *req)
 	if (cm_start_send(req, s->rank, &s->syncs, &h) < 0)
 		return -1;
 	int queued = cmt_coalesce_send(s, cm, &h, req);
+	/* The connection broke while the messages queued before this one
+	 * were written, and it is being made again: this one goes there too
+	 * (dropped, its clock would be missing and its send never done). */
+	if (queued < 0 && cmt_sent(s, -1) == 0)
+		queued = 0;
 	if (queued == 0 && cm_conn_send(c, &h, req->sbuf, req->slen, req, 1) < 0)
 		queued = -1;
 	if (cmt_sent(s, queued < 0 ? -1 : 0) < 0)
@@ -393,12 +398,24 @@ static int cmt_init(struct cm_transport *t, const struct cm_job *job)
 	while (!all_ready(s)) {
 		if (takeover >= 0 && cm_now_ms() >= takeover) {
 			takeover = -1;
-			for (int i = 0; i < s->ncms; i++)
-				if (s->cms[i]->state != CM_CONN_READY &&
-				    cm_conn_send_hello(s->cms[i], CM_F_TAKEOVER, s->rank, s->rank,
-				                       job->incarnation, (unsigned)job->size,
-				                       CM_PEER_RANK, job->secret) < 0)
+			/* A connection re-established meanwhile (its CM died before
+			 * HELLO_ACK) writes nothing after its HELLO until HELLO_ACK:
+			 * it is made again, and every reconnection until HELLO_ACK
+			 * says TAKEOVER. */
+			s->hello_flags = CM_F_TAKEOVER;
+			for (int i = 0; i < s->ncms; i++) {
+				if (s->cms[i]->state == CM_CONN_READY)
+					continue;
+				if (s->links && s->links[i].down) {
+					if (s->cms[i]->fd >= 0 && cmt_reconnect_start(s, i) < 0)
+						goto fail;
+				} else if (cm_conn_send_hello(s->cms[i], CM_F_TAKEOVER, s->rank,
+				                              s->rank, job->incarnation,
+				                              (unsigned)job->size, CM_PEER_RANK,
+				                              job->secret) < 0) {
 					goto fail;
+				}
+			}
 		}
 		long long left = deadline - cm_now_ms();
 		if (takeover >= 0 && takeover - cm_now_ms() < left)
@@ -413,6 +430,7 @@ static int cmt_init(struct cm_transport *t, const struct cm_job *job)
 		if (cmt_progress(t, (int)(left < 1000 ? left : 1000)) < 0)
 			goto fail;
 	}
+	s->hello_flags = 0; /* from here on a reconnection is not a restart */
 	if (job->incarnation > 0 && cmt_fetch_events(t, deadline) < 0)
 		goto fail;
 	return 0;

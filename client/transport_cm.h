@@ -115,6 +115,9 @@ struct cmt {
 	char **standbys;        /* [ncms], NULL entries: no standby */
 	unsigned incarnation;
 	char secret[CM_SECRET_LEN + 1];
+	/* A reconnection's HELLO flags: 0, or TAKEOVER while a restarted
+	 * rank's first HELLO_ACK is overdue (cmt_init). */
+	uint16_t hello_flags;
 	struct cm_replayed_event *ev_kept;
 	uint64_t ev_kept_base, ev_kept_n, ev_kept_cap;
 	int trim_sent;

@@ -10,8 +10,9 @@
  * connected again every RETRY_MS until the time limit, then it is the
  * usual fatal "lost connection". The HELLO is the same incarnation's,
  * without TAKEOVER: a reconnection is not a restart, nothing is executed
- * again, so the MPI layer never sees it; only HELLO is written until
- * HELLO_ACK(C). Then, in this order:
+ * again, so the MPI layer never sees it (but a restarted rank's init past
+ * its takeover time says TAKEOVER: hello_flags); only HELLO is written
+ * until HELLO_ACK(C). Then, in this order:
  *   1. the events home has not acknowledged (home only): pessimistic
  *      logging wants an event logged before anything that may depend on it,
  *      and a re-sent message may;
@@ -216,8 +217,8 @@ static void try_connect(struct cmt *s, int cm, long long left_ms)
 		close(fd);
 		return;
 	}
-	if (cm_conn_send_hello(c, 0, s->rank, s->rank, s->incarnation, (unsigned)s->size,
-	                       CM_PEER_RANK, s->secret) < 0)
+	if (cm_conn_send_hello(c, s->hello_flags, s->rank, s->rank, s->incarnation,
+	                       (unsigned)s->size, CM_PEER_RANK, s->secret) < 0)
 		cmt_check_lost(s); /* broken again: the next try comes */
 }
 

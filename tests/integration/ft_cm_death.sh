@@ -10,8 +10,11 @@
 # 8 MiB messages (programs/ft_suite big: above the cut-through size),
 # checkpointed rings of 64 KiB and 2 MiB messages with MPI_Test polling
 # (programs/ckpt_kill), and NPcm, which checks every byte it receives.
+# A restarted rank's CM dies while its HELLO waits there (programs/ft_suite
+# ring, FT_KILL_HOLD_MS).
 # CM_DEATH_CASES="master big ..." keeps only those cases (master,
-# stencil_with_rank, stencil_during_replay, big, ck64, ck2m, npcm).
+# stencil_with_rank, stencil_during_replay, big, restart_hello, ck64, ck2m,
+# npcm).
 # CM_DEATH_STANDBY=1 runs them all with cmrun --cm-standby instead: each
 # CM mirrors its journal to a standby, which takes over at the CM's first
 # death; a second death of the same CM restarts it on the standby's
@@ -35,6 +38,7 @@ ft_ref cmd_ref_stencil --cms 2 -- cm_death stencil 1000
 ft_ref cmd_ref_big --cms 2 -- ft_suite big 20
 ft_ref cmd_ref_ck64 --cms 2 -- "${CK64[@]}"
 ft_ref cmd_ref_ck2m --cms 2 -- "${CK2M[@]}"
+ft_ref cmd_ref_ring --cms 2 -- ft_suite ring 30
 
 FT_CM_OPT=--cm-restart
 [ "${CM_DEATH_STANDBY:-0}" = 1 ] && FT_CM_OPT=--cm-standby
@@ -73,6 +77,11 @@ scenarios() {
 		--kill-at 0:0.8s --kill-cm-at 0:0.85s --kill-cm-at 1:0.9s -- cm_death stencil 1000
 	wanted big && FT_SLEEP_MS=50 cm_same "cmd_big_$m" cmd_ref_big 2 \
 		--kill-cm-at 0:0.3s --kill-cm-at 1:0.7s -- ft_suite big 20
+	# A restarted rank whose HELLO waits at its CMs (a child of the dead
+	# incarnation holds its connections open for 2.5 s) while its home CM
+	# dies: it reconnects, and the restarted CM admits it.
+	wanted restart_hello && FT_KILL_RANK=1 FT_KILL_AT=5 FT_KILL_HOLD_MS=2500 FT_SLEEP_MS=50 \
+		cm_same "cmd_restart_hello_$m" cmd_ref_ring 1 --kill-cm-at 1:1s -- ft_suite ring 30
 	wanted ck64 && cm_same "cmd_ck64_$m" cmd_ref_ck64 2 --ckpt-dir "$itest_work/ck64_$m" \
 		--ckpt-every 0.15s --kill-every 0.35s --kill-count 2 --kill-cm-every 0.3s \
 		--seed 11 -- "${CK64[@]}"

@@ -11,6 +11,9 @@
  *   FT_REKILL_AT=J                    incarnation 1 dies again at iteration J < I,
  *                                     while it is still being replayed
  *   FT_SLEEP_MS=M                     sleep M ms per iteration (random-kill runs)
+ *   FT_KILL_HOLD_MS=H                 a dying rank leaves a child holding its CM
+ *                                     connections open for H ms: its new
+ *                                     incarnation's HELLO waits at the CM
  *
  * In big, the kill comes after the iteration's 8 MiB MPI_Isend was started
  * and before it is waited for: the rank dies in the middle of the transfer.
@@ -28,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static int rank, size;
 static int kill_at = -1, kill_times = 1, rekill_at = -1, sleep_ms;
@@ -52,6 +56,16 @@ static void maybe_die(int iter)
 	                         (iter == rekill_at && incarnation == 1));
 	if (die) {
 		fflush(stdout);
+		int hold_ms = env_int("FT_KILL_HOLD_MS", 0);
+		if (hold_ms > 0 && fork() == 0) {
+			/* Only the sockets stay open: the job's output pipes end. */
+			close(0);
+			close(1);
+			close(2);
+			struct timespec ts = {hold_ms / 1000, (long)(hold_ms % 1000) * 1000000L};
+			nanosleep(&ts, NULL);
+			_exit(0);
+		}
 		raise(SIGKILL);
 	}
 	if (sleep_ms > 0) {
@@ -228,10 +242,11 @@ static uint64_t master_worker(int iters)
 			uint64_t round = 0;
 			int handed = 0, stopped = 0;
 			while (stopped < size - 1) {
-				uint64_t ask[2]; /* {result of the previous task or 0, task id + 1} */
+				uint64_t
+				    ask[2]; /* {result of the previous task or 0, task id + 1} */
 				MPI_Status st;
-				MPI_Recv(ask, 2, MPI_UINT64_T, MPI_ANY_SOURCE, TAG_ASK(it), MPI_COMM_WORLD,
-				         &st);
+				MPI_Recv(ask, 2, MPI_UINT64_T, MPI_ANY_SOURCE, TAG_ASK(it),
+				         MPI_COMM_WORLD, &st);
 				if (ask[1] != 0) {
 					if (ask[0] != task_result((int)ask[1] - 1, it))
 						fail("master: wrong result", it);
@@ -239,7 +254,8 @@ static uint64_t master_worker(int iters)
 				}
 				int task = handed < TASKS ? handed++ : STOP_TASK;
 				stopped += task == STOP_TASK;
-				MPI_Send(&task, 1, MPI_INT, st.MPI_SOURCE, TAG_TASK(it), MPI_COMM_WORLD);
+				MPI_Send(&task, 1, MPI_INT, st.MPI_SOURCE, TAG_TASK(it),
+				         MPI_COMM_WORLD);
 			}
 			sum += round;
 			printf("master it %d sum %016llx\n", it, (unsigned long long)sum);

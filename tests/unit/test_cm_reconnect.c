@@ -243,6 +243,33 @@ static int rank_requests(char *addr)
 	return t.finalize(&t) < 0 ? 16 : 0;
 }
 
+/* A restarted rank (incarnation 1): its init only, with the event log
+ * fetched (empty). */
+static int rank_restarted(char *addr)
+{
+	static char *cms[1];
+	static int home[2] = {0, 0};
+	cms[0] = addr;
+	struct cm_job job = {
+	    .rank = 0, .size = 2, .incarnation = 1, .ncms = 1, .cms = cms, .home = home};
+	memcpy(job.secret, SECRET, CM_SECRET_LEN + 1);
+	struct cm_transport t;
+	cm_transport_cm(&t);
+	return t.init(&t, &job) < 0 ? 10 : 0;
+}
+
+/* A HELLO of incarnation 1; its flags. */
+static uint16_t expect_restart_hello(int fd)
+{
+	uint8_t *p;
+	struct cm_header h = expect(fd, CM_T_HELLO, 0, &p);
+	struct cm_hello hello;
+	ck_assert_int_eq(cm_hello_decode(p, h.len, &hello), CM_OK);
+	ck_assert_uint_eq(hello.incarnation, 1);
+	free(p);
+	return h.flags;
+}
+
 static pid_t start_rank_fn(char *addr, const char *reconnect, int (*fn)(char *))
 {
 	pid_t pid = fork();
@@ -378,6 +405,42 @@ START_TEST(partly_written_message_resent_whole)
 }
 END_TEST
 
+/* A restarted rank whose CM dies before HELLO_ACK: the restarted CM holds
+ * its new HELLO back (as behind the old incarnation's connection, which
+ * had not ended). The rank must still take over, as on its first
+ * connection: a HELLO with TAKEOVER, here on a connection made again. */
+START_TEST(restarted_rank_takes_over_after_reconnect)
+{
+	char addr[64];
+	int lfd = fake_listen(addr, sizeof addr);
+	pid_t rank = start_rank_fn(addr, "20", rank_restarted);
+	int fd = fake_accept(lfd);
+	ck_assert_uint_eq(expect_restart_hello(fd), 0);
+	close(fd); /* the CM dies before HELLO_ACK */
+	fd = fake_accept(lfd);
+	ck_assert_uint_eq(expect_restart_hello(fd), 0); /* the takeover is not due yet */
+	/* No answer. Within TAKEOVER_AFTER_MS (3 s) of its start, and IO_MS
+	 * more, a HELLO with TAKEOVER: on this connection or a new one. */
+	struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = lfd, .events = POLLIN}};
+	ck_assert_msg(poll(p, 2, 3000 + IO_MS) > 0, "no TAKEOVER from the rank");
+	uint8_t byte;
+	if (!(p[0].revents & POLLIN) || recv(fd, &byte, 1, MSG_PEEK) == 0) {
+		close(fd);
+		fd = fake_accept(lfd);
+	}
+	ck_assert_uint_eq(expect_restart_hello(fd), CM_F_TAKEOVER);
+	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
+	uint8_t *payload;
+	struct cm_header h = expect(fd, CM_T_EVENT_ACK, 0, &payload); /* the event log */
+	free(payload);
+	ck_assert_uint_eq(h.flags, CM_F_REPLAY);
+	send_frame(fd, CM_T_EVENT_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
+	expect_rank_exit(rank, 0);
+	close(fd);
+	close(lfd);
+}
+END_TEST
+
 START_TEST(requests_reposted)
 {
 	char addr[64];
@@ -468,6 +531,7 @@ int main(void)
 	tcase_add_test(tc, reconnect_twice);
 	tcase_add_test(tc, partly_written_message_resent_whole);
 	tcase_add_test(tc, requests_reposted);
+	tcase_add_test(tc, restarted_rank_takes_over_after_reconnect);
 	tcase_add_test(tc, off_by_default);
 	tcase_add_test(tc, gives_up_after_the_limit);
 	suite_add_tcase(s, tc);

@@ -1,0 +1,117 @@
+#!/bin/bash
+# A rank's memory stays within its retention bound while its channel memory
+# dies (cmrun --cm-restart): a rank keeps every message it wrote until its
+# CM says it is logged, at most CM_RETAIN_MAX (64 MiB) per connection, and
+# waits for LOGGED past it (client/conn.h). programs/retain_stream (rank 0
+# streams bursts of 64 B, 16 KiB, 48 KiB, 1 MiB and 4 MiB messages at
+# rank 1, about 3 GiB with 5 rounds; 256 MiB per round are 16 KiB eager
+# sends that complete on a copy, so the sender runs ahead of its CM) goes
+# through one CM killed with SIGKILL every 0.5 s (12 times) and restarted;
+# so do a million 64-byte messages (then 224 MiB of larger ones), whose
+# cost to the sender is mostly the bookkeeping of each kept message, and
+# again through a CM with --log-mem 8MiB, which holds the sender back
+# (stops reading it) while the sender may be waiting for LOGGED.
+# The sending rank's peak resident memory (VmHWM, sampled every 0.2 s)
+# must stay within 160 MiB (64 MiB retained; the program, the library and
+# the allocator's slack, measured 10 to 40 MiB; without the bound it
+# reaches 250 MiB and more), the job must end with status 0, with every
+# kill done and restarted, and print exactly what the failure-free run
+# prints.
+#
+# Safety: cmrun runs under --timeout, and a sender whose peak passes 2 GiB
+# is killed by its pid at once (the job then fails).
+#
+#   make -C build check TESTS=integration/rank_retain_bound.sh
+#   MODES_ONLY="mono specialized" RETAIN_ROUNDS=10 ...   (more modes, more data)
+here=$(dirname "$0")
+. "$here/lib.sh"
+. "$here/ft_lib.sh"
+itest_setup
+
+# Sanitizers add shadow memory to every page: the resident size says nothing
+# about the bound there.
+if ldd "$PROGDIR/retain_stream" 2>/dev/null | grep -qE 'lib(a|t)san'; then
+	echo "SKIP: built with a sanitizer (the rank's RSS includes shadow memory)"
+	exit 77
+fi
+
+NP=2
+ITEST_JOB_TIMEOUT=300s
+ITEST_OUTER_TIMEOUT=360
+ROUNDS=${RETAIN_ROUNDS:-5}
+[[ $ROUNDS =~ ^[1-9][0-9]{0,3}$ ]] || itest_hard_error "RETAIN_ROUNDS: 1..9999"
+BOUND_KIB=$((160 * 1024))        # the assertion
+CEILING_KIB=$((2 * 1024 * 1024)) # past this the sender is killed
+KILLS=12
+
+TINY=1000000 # 64-byte messages in the second job
+
+ft_ref rrb_ref_stream --cms 1 -- retain_stream "$ROUNDS"
+ft_ref rrb_ref_tiny --cms 1 -- retain_stream 1 1 "$TINY"
+
+hwm_kib() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
+
+# sample NAME: the peak VmHWM of rank 0 (every incarnation cmrun -v names)
+# into NAME.peak until NAME.stop appears; kills it past the ceiling.
+sample() {
+	local err=$itest_work/$1.err stop=$itest_work/$1.stop pid peak=0 kib
+	while [ ! -e "$stop" ]; do
+		pid=$(sed -n 's/.*rank 0 started (pid \([0-9]*\).*/\1/p' "$err" 2>/dev/null | tail -n 1)
+		if [ -n "$pid" ] && kib=$(hwm_kib "$pid") && [ -n "$kib" ]; then
+			[ "$kib" -gt "$peak" ] && peak=$kib
+			if [ "$kib" -gt "$CEILING_KIB" ]; then
+				echo "$1: rank 0 passed $((CEILING_KIB / 1024)) MiB: killing it (pid $pid)"
+				kill -KILL "$pid" 2>/dev/null
+			fi
+		fi
+		echo "$peak" >"$itest_work/$1.peak"
+		sleep 0.2
+	done
+}
+
+# bounded NAME REF [CMRUN OPTIONS] -- PROGRAM ARGS: as ft_same, through
+# one CM killed KILLS times, and rank 0's peak RSS within the bound.
+bounded() {
+	local name=$1 ref=$2
+	shift 2
+	itest_selected "$name" || return 0
+	local before=$itest_failures sampler peak restarts
+	sample "$name" &
+	sampler=$!
+	FT_VERBOSE=1 ft_same "$name" "$ref" -v --mode "$mode" --cms 1 --cm-restart \
+		--max-cm-restarts "$KILLS" --kill-cm-every 0.5s --kill-count "$KILLS" "$@"
+	touch "$itest_work/$name.stop"
+	wait "$sampler"
+	peak=$(cat "$itest_work/$name.peak")
+	restarts=$(sed -n 's/^cmrun:   channel memories: \([0-9]*\) restart.*/\1/p' \
+		"$itest_work/$name.report")
+	itest_log "$name: rank 0 peak RSS $((peak / 1024)) MiB (bound $((BOUND_KIB / 1024)) MiB)," \
+		"${restarts:-0} CM restarts, ${itest_elapsed} s"
+	[ "$itest_failures" -ne "$before" ] && return 0
+	if [ "$peak" -eq 0 ]; then
+		itest_fail "$name" "rank 0's memory was never sampled"
+	elif [ "$peak" -gt "$BOUND_KIB" ]; then
+		itest_fail "$name" "rank 0 peak RSS $((peak / 1024)) MiB > $((BOUND_KIB / 1024)) MiB"
+	elif [ "${restarts:-0}" -ne "$KILLS" ]; then
+		itest_fail "$name" "${restarts:-0} channel memory restarts, expected $KILLS"
+	else
+		return 0
+	fi
+	itest_passes=$((itest_passes - 1)) # ft_same counted it as passed
+}
+
+for mode in ${MODES_ONLY:-mono}; do
+	bounded "rrb_stream_$mode" rrb_ref_stream -- retain_stream "$ROUNDS"
+	bounded "rrb_tiny_$mode" rrb_ref_tiny -- retain_stream 1 1 "$TINY"
+	# The CM holds the sender back at its --log-mem while the sender may
+	# wait for LOGGED past its own bound: both must go on.
+	# (-vv: cmserver -v prints how often it held a sender back.)
+	name="rrb_held_$mode" before=$itest_failures
+	bounded "$name" rrb_ref_tiny -vv --log-mem 8MiB -- retain_stream 1 1 "$TINY"
+	if itest_selected "$name" && [ "$itest_failures" -eq "$before" ] &&
+		! grep -Eq 'senders held back [1-9]' "$itest_work/$name.err"; then
+		itest_fail "$name" "the CM never held the sender back at --log-mem 8MiB"
+		itest_passes=$((itest_passes - 1))
+	fi
+done
+itest_finish
