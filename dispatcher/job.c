@@ -572,6 +572,9 @@ static void cm_exited(struct job *job, struct cm_proc *cm, int wait_status)
 	}
 	if (job->phase == PHASE_RUN && cmft_cm_died(job, cm, wait_status))
 		return; /* restarted: the job goes on */
+	/* Stopping: its standby has nothing more to copy (signal_cms). */
+	if (job->phase == PHASE_STOP_CMS)
+		signal_standby(job, cm->index, SIGTERM);
 	if (job->phase == PHASE_START_CMS || job->phase == PHASE_RUN) {
 		if (!cm->died)
 			output_message("cmserver %d (pid %d) %s%s; stopping the job", cm->index,

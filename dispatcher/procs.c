@@ -75,9 +75,18 @@ void signal_cms(struct job *job, int sig)
 		struct cm_proc *cm = &job->cms[i];
 		if (cm->state == PROC_RUNNING)
 			signal_group(cm->pid, sig);
-		if (job->standbys && job->standbys[i].state == PROC_RUNNING)
-			signal_group(job->standbys[i].pid, sig);
+		/* A CM stopped while its standby runs would find it gone and
+		 * stop as if cut off: the standby goes once its CM has ended
+		 * (its clean END releases it), or at once when forced. */
+		if (sig == SIGKILL || cm->state != PROC_RUNNING)
+			signal_standby(job, i, sig);
 	}
+}
+
+void signal_standby(struct job *job, int cm, int sig)
+{
+	if (job->standbys && job->standbys[cm].state == PROC_RUNNING)
+		signal_group(job->standbys[cm].pid, sig);
 }
 
 static bool is_known_child(struct job *job, pid_t pid)

@@ -165,6 +165,8 @@ void describe_down(const char *back, const char *noun, int count, double total, 
 /* sig to every running rank's process group, and to every running CM's. */
 void signal_ranks(struct job *job, int sig);
 void signal_cms(struct job *job, int sig);
+/* sig to CM cm's standby (--cm-standby), if it runs. */
+void signal_standby(struct job *job, int cm, int sig);
 /* sig (0: none) to what exited ranks left running, now cmrun's children;
  * returns how many there are. */
 int signal_leftovers(struct job *job, int sig);

@@ -57,6 +57,10 @@ cm_same() {
 	if [ "${got:-0}" -ne "$deaths" ]; then
 		itest_fail "$name" "${got:-0} channel memory restarts, expected $deaths"
 		itest_passes=$((itest_passes - 1)) # ft_same counted it as passed
+	elif grep -E 'when asked to stop|standby at .* lost' "$itest_work/$name.err"; then
+		# A CM must end cleanly at the job's end, before its standby.
+		itest_fail "$name" "a CM did not stop cleanly (above)"
+		itest_passes=$((itest_passes - 1))
 	fi
 }
 
