@@ -51,9 +51,9 @@ struct cm_out {
 	struct cm_out *next;
 	const uint8_t *payload;
 	size_t len;
-	size_t off; /* bytes of header + payload already written */
-	struct cm_req *req;
-	int hold;       /* retained from req's buffer: req completes on LOGGED */
+	size_t off;     /* bytes of header + payload already written */
+	void *token;    /* handed back through on_sent, or NULL */
+	int hold;       /* retained from the sender's buffer: on_sent on LOGGED */
 	int again;      /* a re-sent logged MSG: not kept after it is written */
 	uint8_t *owned; /* copy of the payload we free, or NULL */
 	size_t cap;     /* inline_data bytes allocated */
@@ -197,26 +197,28 @@ static void kept_append(struct cm_conn *c, struct cm_out *o)
 	c->kept_tail = o;
 }
 
-/* A retained MSG was written: it waits for LOGGED. Its send request may
- * complete now, so a payload still in the user's buffer is copied first,
- * unless the request itself waits for LOGGED (hold). */
+/* A retained MSG was written: it waits for LOGGED. Its token is reported
+ * now, so a payload still in the sender's buffer is copied first, unless
+ * the token itself waits for LOGGED (hold). */
 static int keep_written(struct cm_conn *c, struct cm_out *o)
 {
-	struct cm_req *req = o->req;
-	if (!o->hold) {
-		if (o->len > 0 && o->payload != o->inline_data && o->owned == NULL) {
-			uint8_t *copy = malloc(o->len);
-			if (copy == NULL)
-				return cm_conn_fail(c, "out of memory retaining a message");
-			memcpy(copy, o->payload, o->len);
-			o->owned = copy;
-			o->payload = copy;
-		}
-		o->req = NULL;
+	if (o->hold) {
+		kept_append(c, o);
+		return 0;
 	}
+	void *token = o->token;
+	if (o->len > 0 && o->payload != o->inline_data && o->owned == NULL) {
+		uint8_t *copy = malloc(o->len);
+		if (copy == NULL)
+			return cm_conn_fail(c, "out of memory retaining a message");
+		memcpy(copy, o->payload, o->len);
+		o->owned = copy;
+		o->payload = copy;
+	}
+	o->token = NULL;
 	kept_append(c, o);
-	if (req)
-		c->ops->on_sent(c, req);
+	if (token)
+		c->ops->on_sent(c, token);
 	return 0;
 }
 
@@ -276,8 +278,8 @@ int cm_conn_flush(struct cm_conn *c)
 					return -1;
 				continue;
 			}
-			if (o->req)
-				c->ops->on_sent(c, o->req);
+			if (o->token)
+				c->ops->on_sent(c, o->token);
 			out_free(c, o);
 		}
 		if ((size_t)w < total) {
@@ -289,8 +291,8 @@ int cm_conn_flush(struct cm_conn *c)
 	return 0;
 }
 
-/* Takes a private copy of what is left of a queued small payload, so the
- * request it belongs to can complete now. A retained MSG keeps all of it:
+/* Takes a private copy of what is left of a queued small payload, so its
+ * token can be reported now. A retained MSG keeps all of it:
  * it may have to be re-sent whole. */
 static int copy_rest(struct cm_conn *c, struct cm_out *o)
 {
@@ -319,9 +321,9 @@ static size_t kept_cost(size_t len)
 }
 
 /* A MSG on a retaining connection: counted as kept, and CM_F_ACK set by
- * the policy of conn.h. 1 when the send request itself is to wait for
- * LOGGED (the payload is not copied). */
-static int retain_policy(struct cm_conn *c, struct cm_header *h, size_t len, struct cm_req *req)
+ * the policy of conn.h. 1 when its token is to wait for LOGGED (the
+ * payload is not copied). */
+static int retain_policy(struct cm_conn *c, struct cm_header *h, size_t len, const void *token)
 {
 	if (!c->retain || h->type != CM_T_MSG)
 		return 0;
@@ -334,14 +336,11 @@ static int retain_policy(struct cm_conn *c, struct cm_header *h, size_t len, str
 		c->ack_bytes = 0;
 		c->ack_msgs = 0;
 	}
-	if (req == NULL || len < CM_RETAIN_ACK_SIZE)
-		return 0;
-	req->t_wait |= CM_SEND_WAIT_LOGGED;
-	return 1;
+	return token != NULL && len >= CM_RETAIN_ACK_SIZE;
 }
 
 int cm_conn_send(struct cm_conn *c, struct cm_header *h, const void *payload, size_t len,
-                 struct cm_req *req, int copy_ok)
+                 void *token, int copy_ok)
 {
 	if (!cm_conn_alive(c) || c->shut) {
 		cm_err("rank %d: cannot send to %s: connection closed", c->self, c->name);
@@ -352,22 +351,22 @@ int cm_conn_send(struct cm_conn *c, struct cm_header *h, const void *payload, si
 		return cm_conn_fail(c, "out of memory queueing a frame");
 	h->version = CM_PROTO_VERSION;
 	h->len = (uint32_t)len;
-	o->hold = retain_policy(c, h, len, req);
+	o->hold = retain_policy(c, h, len, token);
 	o->again = 0;
 	cm_header_encode(h, o->hdr);
 	o->payload = payload;
 	o->len = len;
 	o->off = 0;
-	o->req = req;
+	o->token = token;
 	o->owned = NULL;
 	append(c, o);
 	if (!c->wblocked && cm_conn_flush(c) < 0)
 		return -1;
 	/* o is the tail: if the queue is not empty, o is still in it. */
-	if (c->out_head != NULL && req != NULL && copy_ok && len <= CM_COPY_LIMIT &&
+	if (c->out_head != NULL && token != NULL && copy_ok && len <= CM_COPY_LIMIT &&
 	    copy_rest(c, o) == 0) {
-		o->req = NULL;
-		c->ops->on_sent(c, req);
+		o->token = NULL;
+		c->ops->on_sent(c, token);
 	}
 	return 0;
 }
@@ -391,7 +390,7 @@ static int queue_copy(struct cm_conn *c, struct cm_header *h, const void *payloa
 	o->payload = o->inline_data;
 	o->len = len;
 	o->off = 0;
-	o->req = NULL;
+	o->token = NULL;
 	o->owned = NULL;
 	append(c, o);
 	return 0;
@@ -717,8 +716,8 @@ void cm_conn_logged(struct cm_conn *c, uint64_t clock)
 		if (c->kept_head == NULL)
 			c->kept_tail = NULL;
 		c->kept_bytes -= kept_cost(o->len);
-		if (o->req)
-			cm_send_settle(o->req, CM_SEND_WAIT_WRITE | CM_SEND_WAIT_LOGGED);
+		if (o->token) /* held, or queued unwritten when the connection broke */
+			c->ops->on_sent(c, o->token);
 		out_free(c, o);
 	}
 }
@@ -734,8 +733,8 @@ static void sort_queue(struct cm_conn *c)
 		if (c->retain && out_is_msg(o) && !o->again) {
 			kept_append(c, o);
 		} else {
-			if (o->req) /* not retained: nothing will write it now */
-				c->ops->on_sent(c, o->req);
+			if (o->token) /* not retained: nothing will write it now */
+				c->ops->on_sent(c, o->token);
 			out_free(c, o);
 		}
 		o = next;

@@ -3,9 +3,10 @@
  *
  * Output: a queue of frames, each a 32-byte header plus a pointer to its
  * payload. Large payloads are written straight from the user's send buffer
- * (writev, no copy) and the request completes once the kernel has taken
- * the last byte; payloads up to CM_COPY_LIMIT are copied when they cannot
- * be written at once, so a small isend completes immediately.
+ * (writev, no copy) and the owner hears of it (on_sent, with the token it
+ * queued the frame with) once the kernel has taken the last byte; payloads
+ * up to CM_COPY_LIMIT are copied when they cannot be written at once, so a
+ * small isend completes immediately.
  *
  * Input: frames are assembled from a staging buffer that survives any
  * partial read. For every frame the owner chooses where the payload goes
@@ -24,8 +25,8 @@
  * frame says the CM has logged it, so a connection that breaks can be
  * re-established (cm_conn_break, cm_conn_attach, cm_conn_resume) and the
  * unlogged messages re-sent whole. A kept payload is a copy, except for a
- * large message whose send request stays incomplete until LOGGED: that one
- * keeps pointing into the user's buffer. */
+ * large message sent with a token: that one keeps pointing into the user's
+ * buffer, and its on_sent comes with LOGGED. */
 #ifndef CHANMEM_CONN_H
 #define CHANMEM_CONN_H
 
@@ -39,14 +40,9 @@
 /* Sends up to this size may be copied into the queue to complete at once. */
 #define CM_COPY_LIMIT (16u * 1024u)
 
-/* Send completion conditions kept in req->t_wait while a send is in flight;
- * the send is done once none is left. */
-#define CM_SEND_WAIT_WRITE 1u  /* frame not yet fully handed to the kernel */
-#define CM_SEND_WAIT_ACK 2u    /* synchronous send not yet matched */
-#define CM_SEND_WAIT_LOGGED 4u /* retained from the user's buffer: not yet logged */
-
 /* Retention policy: a MSG asks for LOGGED (CM_F_ACK) when it is this large
- * (and then its send waits for LOGGED instead of copying the payload), or
+ * (and then, sent with a token, its on_sent waits for LOGGED instead of its
+ * payload being copied), or
  * when the messages since the last ask reach one of the other two bounds,
  * so one answer frees many. CM_RETAIN_MAX is the owner's bound on kept
  * bytes per connection, the payloads and a frame's bookkeeping each. */
@@ -54,13 +50,6 @@
 #define CM_RETAIN_ACK_BYTES (256u * 1024u)
 #define CM_RETAIN_ACK_MSGS 32u
 #define CM_RETAIN_MAX ((size_t)64 * 1024 * 1024)
-
-static inline void cm_send_settle(struct cm_req *req, unsigned condition)
-{
-	req->t_wait &= ~condition;
-	if (req->t_wait == 0)
-		req->done = 1; /* last touch: the MPI layer owns req from here */
-}
 
 enum cm_conn_state {
 	CM_CONN_AWAIT_ACK,   /* we said HELLO: HELLO_ACK or ERROR comes first */
@@ -96,8 +85,11 @@ struct cm_conn_ops {
 	/* Optional: our HELLO was accepted (HELLO_ACK; its clock is in
 	 * c->ack_clock). Return 0, or -1 after cm_conn_fail. */
 	int (*on_ready)(struct cm_conn *c);
-	/* A frame carrying req was fully written (or copied). */
-	void (*on_sent)(struct cm_conn *c, struct cm_req *req);
+	/* The frame queued with token no longer needs its payload: it was
+	 * fully written or copied, or, a retained MSG whose payload stays in
+	 * the sender's buffer (CM_RETAIN_ACK_SIZE and up), the CM logged it.
+	 * token is the owner's, opaque here. */
+	void (*on_sent)(struct cm_conn *c, void *token);
 };
 
 struct cm_out; /* a queued frame (conn.c) */
@@ -159,17 +151,17 @@ enum cm_io { CM_IO_ERR = -1, CM_IO_OK = 0, CM_IO_EOF = 1 };
 struct cm_conn *cm_conn_new(int fd, enum cm_conn_state state, int self, const char *name,
                             const struct cm_conn_ops *ops, void *owner,
                             const struct cm_limits *lim);
-/* Closes the socket and frees queued frames (requests in them are left
- * incomplete: only for teardown). */
+/* Closes the socket and frees queued and kept frames (their tokens are
+ * never reported: only for teardown). */
 void cm_conn_free(struct cm_conn *c);
 
 /* Queues a frame (h->len is set from len) and tries to write at once.
- * req (may be NULL) is reported through on_sent when written; copy_ok lets
- * a payload of at most CM_COPY_LIMIT be copied so req completes now. The
- * payload must otherwise stay valid until on_sent. Returns 0 or -1 (the
- * connection failed; printed). */
+ * token (may be NULL) is handed back through on_sent when the payload is
+ * no longer needed; copy_ok lets a payload of at most CM_COPY_LIMIT be
+ * copied so on_sent comes now. The payload must otherwise stay valid until
+ * on_sent. Returns 0 or -1 (the connection failed; printed). */
 int cm_conn_send(struct cm_conn *c, struct cm_header *h, const void *payload, size_t len,
-                 struct cm_req *req, int copy_ok);
+                 void *token, int copy_ok);
 /* Header-only or small control frame, always copied. Callers name the
  * fields they set (designated initializers); version and len are filled in
  * here, everything unnamed is 0. */
@@ -224,7 +216,7 @@ void cm_conn_shutdown(struct cm_conn *c);
 /* Retention (see the top). Only for a connecting side's MSGs. */
 void cm_conn_retain(struct cm_conn *c);
 /* LOGGED(clock), or HELLO_ACK's clock: frees every kept MSG below clock
- * (its send request, if it waits for that, completes). */
+ * (on_sent for a token still waiting for that). */
 void cm_conn_logged(struct cm_conn *c, uint64_t clock);
 /* The connection ended (CLOSED or FAILED): the socket is closed, a partial
  * inbound frame is dropped, queued MSGs join the kept ones (to be re-sent

@@ -45,12 +45,11 @@ struct cm_req {
 
 	/* Transport-private bookkeeping. */
 	struct cm_req *t_next;
-	unsigned t_wait; /* send: CM_SEND_WAIT_* conditions still pending (conn.h) */
+	unsigned t_wait; /* send: CM_SEND_WAIT_* conditions still pending (transport_common.h) */
 	/* repl recv, on a non-master replica: matching waits, because this is an
 	 * MPI_ANY_SOURCE receive whose source the master has not chosen yet, or
 	 * a receive posted after one such that could take the same messages. */
 	int t_deferred;
-	void *t_priv;
 };
 
 #define CM_REQ_ERR_TRUNCATE 1

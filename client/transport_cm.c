@@ -167,9 +167,10 @@ static int on_frame(struct cm_conn *c, const struct cm_header *h, const struct c
 	}
 }
 
-static void on_sent(struct cm_conn *c, struct cm_req *req)
+/* Every token this transport queues is the send request. */
+static void on_sent(struct cm_conn *c, void *token)
 {
-	cm_send_settle(req, CM_SEND_WAIT_WRITE);
+	cm_send_settle(token, CM_SEND_WAIT_WRITE);
 }
 
 static const struct cm_conn_ops cm_ops = {.on_hello = on_hello,

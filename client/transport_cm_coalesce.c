@@ -46,6 +46,7 @@
 
 #include "log.h"
 #include "transport_cm.h"
+#include "transport_common.h"
 #include "units.h"
 
 #define COALESCE_DEFAULT_US 1000

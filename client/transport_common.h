@@ -15,6 +15,20 @@ int cm_check_recv(struct cm_req *req, int rank, int size);
 /* A probe's source and tag. */
 int cm_check_probe(int rank, int size, int src, int tag);
 
+/* Send completion conditions kept in req->t_wait while a send is in flight;
+ * the send is done once none is left. A retained MSG whose payload stays
+ * in the user's buffer keeps WRITE until the CM has logged it (conn.h:
+ * on_sent). */
+#define CM_SEND_WAIT_WRITE 1u /* the connection still needs the payload */
+#define CM_SEND_WAIT_ACK 2u   /* synchronous send not yet matched */
+
+static inline void cm_send_settle(struct cm_req *req, unsigned condition)
+{
+	req->t_wait &= ~condition;
+	if (req->t_wait == 0)
+		req->done = 1; /* last touch: the MPI layer owns req from here */
+}
+
 /* Fills the MSG header of send req (its id is set: the header's clock) and
  * its waits: the write, and the SYNC_ACK of a synchronous send, which then
  * goes into syncs under its id. -1: out of memory. */

@@ -134,9 +134,10 @@ static int on_frame(struct cm_conn *c, const struct cm_header *h, const struct c
 	return 0;
 }
 
-static void on_sent(struct cm_conn *c, struct cm_req *req)
+/* Every token this transport queues is the send request. */
+static void on_sent(struct cm_conn *c, void *token)
 {
-	cm_send_settle(req, CM_SEND_WAIT_WRITE);
+	cm_send_settle(token, CM_SEND_WAIT_WRITE);
 }
 
 static const struct cm_conn_ops direct_ops = {
@@ -345,8 +346,8 @@ static int direct_setup(struct direct *s, const struct cm_job *job)
 	s->incarnation = job->incarnation;
 	memcpy(s->secret, job->secret, sizeof s->secret);
 	s->listen_fd = -1;
-	s->lim = (struct cm_limits){.world_size = (uint32_t)job->size,
-	                            .max_payload = CM_MAX_PAYLOAD};
+	s->lim =
+	    (struct cm_limits){.world_size = (uint32_t)job->size, .max_payload = CM_MAX_PAYLOAD};
 	s->net.epfd = epoll_create1(EPOLL_CLOEXEC);
 	s->link = calloc((size_t)job->size, sizeof *s->link);
 	s->from = calloc((size_t)job->size, sizeof *s->from);

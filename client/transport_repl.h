@@ -25,6 +25,13 @@ static inline uint64_t repl_key(int rank, uint64_t seq)
 	return ((uint64_t)rank << REPL_SEQ_BITS) | (seq & REPL_SEQ_MASK);
 }
 
+/* The write of a record's message to one replica of its destination: the
+ * token that connection hands back to repl_on_sent. */
+struct repl_copy {
+	struct rrec *rec;
+	struct cm_conn *conn; /* where the write is queued; NULL once written or gone */
+};
+
 /* A message this replica sends: a backup (non-master) or in flight
  * (master: being written to the destination's replicas). */
 struct rrec {
@@ -38,11 +45,10 @@ struct rrec {
 	uint64_t seq;
 	size_t len;
 	void *data;
-	int pending;               /* writes not yet taken by the kernel (+1 while queueing) */
-	struct cm_req *tok;        /* [nrep] one completion token per destination replica */
-	struct cm_conn **tok_conn; /* [nrep] where that token's write is queued, or NULL */
-	char *defer;               /* [nrep] that write waits for the next batch */
-	size_t cap;                /* room for the payload */
+	int pending;              /* writes not yet taken by the kernel (+1 while queueing) */
+	struct repl_copy *copies; /* [nrep] the write to each destination replica */
+	char *defer;              /* [nrep] that write waits for the next batch */
+	size_t cap;               /* room for the payload */
 };
 
 /* A message received, accepted in order, not yet matched (or held until
@@ -206,7 +212,7 @@ void repl_flush_replicas(struct repl *s);
 /* Every write of in-flight record r is done (or can no longer be). */
 void repl_record_done(struct repl *s, struct rrec *r);
 int repl_wire_send(struct repl *s, struct rrec *r);
-void repl_on_sent(struct cm_conn *c, struct cm_req *tok);
+void repl_on_sent(struct cm_conn *c, void *token);
 void repl_settle_conn(struct repl *s, struct cm_conn *c);
 int repl_add_event(struct repl *s, uint32_t kind, const void *value, size_t len);
 void repl_send_event(struct repl *s, size_t i);

@@ -23,8 +23,7 @@ struct rrec *repl_record_new(struct repl *s, size_t len)
 {
 	/* One allocation: the record, its per-replica arrays, the payload. */
 	size_t nrep = (size_t)s->nrep;
-	size_t head =
-	    sizeof(struct rrec) + nrep * (sizeof(struct cm_req) + sizeof(struct cm_conn *));
+	size_t head = sizeof(struct rrec) + nrep * sizeof(struct repl_copy);
 	size_t data_at = (head + nrep + 15) & ~(size_t)15;
 	size_t cap = len <= REPL_SMALL_RECORD ? REPL_SMALL_RECORD : len;
 	struct rrec *r = NULL;
@@ -37,9 +36,8 @@ struct rrec *repl_record_new(struct repl *s, size_t len)
 	}
 	memset(r, 0, data_at);
 	r->cap = cap;
-	r->tok = (struct cm_req *)(r + 1);
-	r->tok_conn = (struct cm_conn **)(r->tok + nrep);
-	r->defer = (char *)(r->tok_conn + nrep);
+	r->copies = (struct repl_copy *)(r + 1);
+	r->defer = (char *)(r->copies + nrep);
 	r->data = len ? (char *)r + data_at : NULL;
 	return r;
 }
@@ -83,7 +81,7 @@ void repl_spare_free(struct repl *s)
  * a batch would save nothing. */
 
 /* Writes (or queues) record r's message to replica k of its destination
- * over c; token k tells repl_on_sent when it is in the kernel. */
+ * over c; copy k tells repl_on_sent when it is in the kernel. */
 static void send_copy(struct repl *s, struct rrec *r, int k, struct cm_conn *c)
 {
 	struct cm_header h = {.type = CM_T_MSG,
@@ -93,9 +91,8 @@ static void send_copy(struct repl *s, struct rrec *r, int k, struct cm_conn *c)
 	                      .tag = r->tag,
 	                      .ctx = r->ctx,
 	                      .clock = r->seq};
-	r->tok[k] = (struct cm_req){.t_priv = r, .t_wait = CM_SEND_WAIT_WRITE};
-	r->tok_conn[k] = c;
-	cm_conn_send(c, &h, r->data, r->len, &r->tok[k], 0);
+	r->copies[k] = (struct repl_copy){.rec = r, .conn = c};
+	cm_conn_send(c, &h, r->data, r->len, &r->copies[k], 0);
 }
 
 /* The destination replicas' queued frames of the batch, each replica's in
@@ -305,19 +302,19 @@ int repl_wire_send(struct repl *s, struct rrec *r)
 	return s->fatal ? -1 : 0;
 }
 
-void repl_on_sent(struct cm_conn *c, struct cm_req *tok)
+void repl_on_sent(struct cm_conn *c, void *token)
 {
 	struct repl *s = c->owner;
-	struct rrec *r = tok->t_priv;
-	int k = (int)(tok - r->tok);
-	if (r->tok_conn[k] == NULL)
+	struct repl_copy *copy = token;
+	if (copy->conn == NULL)
 		return;
-	r->tok_conn[k] = NULL;
+	copy->conn = NULL;
+	struct rrec *r = copy->rec;
 	if (--r->pending == 0)
 		repl_record_done(s, r);
 }
 
-/* Connection c is going: its unwritten tokens will never be written. */
+/* Connection c is going: its unwritten copies will never be written. */
 void repl_settle_conn(struct repl *s, struct cm_conn *c)
 {
 	struct rrec *r = s->inflight;
@@ -325,8 +322,8 @@ void repl_settle_conn(struct repl *s, struct cm_conn *c)
 		struct rrec *next = r->next;
 		int settled = 0;
 		for (int k = 0; k < s->nrep; k++) {
-			if (r->tok_conn[k] == c) {
-				r->tok_conn[k] = NULL;
+			if (r->copies[k].conn == c) {
+				r->copies[k].conn = NULL;
 				r->pending--;
 				settled = 1;
 			}
