@@ -21,11 +21,13 @@
 #include <config.h>
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -36,6 +38,10 @@
 /* A sleep in recvmsg() on a single source lasts at most this long, and
  * an epoll round runs at least this often while it keeps delivering. */
 #define SLEEP_MS 10
+/* How long progress(-1) polls before it sleeps (spin_wait), unless
+ * CHANMEM_DIRECT_SPIN_US says otherwise (0: never). */
+#define SPIN_US 50
+#define SPIN_US_MAX 100000
 
 static const struct cm_conn_ops direct_ops;
 static void direct_free(struct direct *s);
@@ -98,6 +104,7 @@ static enum cm_err on_hello(struct cm_conn *c, const struct cm_header *h,
 static int on_ready(struct cm_conn *c)
 {
 	struct direct *s = c->owner;
+	s->happenings++;
 	if (c->ack_clock == 0)
 		settle(s, c->peer);
 	return 0;
@@ -108,6 +115,7 @@ static int on_ready(struct cm_conn *c)
 static int on_header(struct cm_conn *c, const struct cm_header *h, struct cm_sink *sink)
 {
 	struct direct *s = c->owner;
+	s->happenings++;
 	if (h->type != CM_T_MSG && h->type != CM_T_SYNC_ACK)
 		return cm_conn_refuse(c, CM_E_STATE, "%s on a direct connection",
 		                      cm_type_str(h->type));
@@ -122,6 +130,7 @@ static int on_header(struct cm_conn *c, const struct cm_header *h, struct cm_sin
 static int on_frame(struct cm_conn *c, const struct cm_header *h, const struct cm_sink *sink)
 {
 	struct direct *s = c->owner;
+	s->happenings++;
 	if (h->type == CM_T_SYNC_ACK) {
 		struct cm_req *req = cm_reqmap_take(&s->syncs, h->clock);
 		if (req == NULL)
@@ -136,6 +145,8 @@ static int on_frame(struct cm_conn *c, const struct cm_header *h, const struct c
 
 static void on_sent(struct cm_conn *c, struct cm_req *req)
 {
+	struct direct *s = c->owner;
+	s->happenings++;
 	cm_send_settle(req, CM_SEND_WAIT_WRITE);
 }
 
@@ -192,6 +203,7 @@ static struct cm_conn *link_to(struct direct *s, int dst)
 static void accept_all(void *owner)
 {
 	struct direct *s = owner;
+	s->happenings++;
 	cm_connset_accept(&s->net, s->listen_fd, s->rank, &direct_ops, s, &s->lim, 0);
 }
 
@@ -226,6 +238,7 @@ static void reap(struct direct *s)
 			if (c->state == CM_CONN_FAILED && !s->draining)
 				s->dead = 1;
 		}
+		s->happenings++;
 		cm_conn_free(c); /* closing the fd also takes it out of epoll */
 	}
 	s->net.nconns = keep;
@@ -270,11 +283,51 @@ static struct cm_conn *single_source(struct direct *s, int timeout_ms)
 	return source;
 }
 
+static long long now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Before progress(-1) sleeps: polls every connection without waiting,
+ * yielding the core between polls, until something happens (returns 1)
+ * or spin_us pass (0). A short message usually comes within a few tens
+ * of microseconds of the last one in a collective, and going to sleep
+ * then being woken costs about as much again (the kernel's wake-up and
+ * a context switch on each side). The yield keeps the spin from taking
+ * a core from a rank that shares it (ranks on fewer cores than ranks):
+ * it runs only when nothing else on its core is runnable. */
+static int spin_wait(struct direct *s)
+{
+	if (s->spin_us <= 0 || s->draining)
+		return 0;
+	long long until = now_us() + s->spin_us;
+	uint64_t before = s->happenings;
+	do {
+		if (cm_connset_poll(&s->net, s->rank, 0, accept_all, s) < 0)
+			return -1;
+		s->last_poll_ms = cm_now_ms();
+		reap(s);
+		if (s->dead)
+			return -1;
+		if (s->happenings != before)
+			return 1;
+		sched_yield();
+	} while (now_us() < until);
+	return 0;
+}
+
 static int direct_progress(struct cm_transport *t, int timeout_ms)
 {
 	struct direct *s = t->state;
 	if (s->dead)
 		return -1;
+	if (timeout_ms < 0) {
+		int spun = spin_wait(s);
+		if (spun != 0)
+			return spun < 0 ? -1 : 0;
+	}
 	struct cm_conn *source = single_source(s, timeout_ms);
 	if (source) {
 		cm_conn_read_wait(source);
@@ -345,8 +398,20 @@ static int direct_setup(struct direct *s, const struct cm_job *job)
 	s->incarnation = job->incarnation;
 	memcpy(s->secret, job->secret, sizeof s->secret);
 	s->listen_fd = -1;
-	s->lim = (struct cm_limits){.world_size = (uint32_t)job->size,
-	                            .max_payload = CM_MAX_PAYLOAD};
+	s->spin_us = SPIN_US;
+	const char *spin = getenv("CHANMEM_DIRECT_SPIN_US");
+	if (spin && *spin) {
+		char *end;
+		long v = strtol(spin, &end, 10);
+		if (*end != '\0' || v < 0 || v > SPIN_US_MAX) {
+			cm_err("rank %d: CHANMEM_DIRECT_SPIN_US=%s: want 0 .. %d microseconds",
+			       job->rank, spin, SPIN_US_MAX);
+			return -1;
+		}
+		s->spin_us = (int)v;
+	}
+	s->lim =
+	    (struct cm_limits){.world_size = (uint32_t)job->size, .max_payload = CM_MAX_PAYLOAD};
 	s->net.epfd = epoll_create1(EPOLL_CLOEXEC);
 	s->link = calloc((size_t)job->size, sizeof *s->link);
 	s->from = calloc((size_t)job->size, sizeof *s->from);
