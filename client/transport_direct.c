@@ -13,11 +13,12 @@
  * header arrives, so the payload of a posted receive is read straight into
  * its buffer. Every message is sent eagerly, whatever its size.
  *
- * Waiting: epoll over the listening socket and every connection; once no
- * rank can open a new connection to us and only one connection can bring
- * what we wait for, progress(-1) sleeps in recvmsg() on it instead (one
- * system call per message, as a plain blocking TCP program): see
- * single_source. */
+ * Waiting: progress(-1) first polls without sleeping for a short while
+ * (spin_wait), then sleeps in epoll over the listening socket and every
+ * connection; once no rank can open a new connection to us and only one
+ * connection can bring what we wait for, it sleeps in recvmsg() on it
+ * instead (one system call per message, as a plain blocking TCP
+ * program): see single_source. */
 #include <config.h>
 
 #include <errno.h>
