@@ -296,9 +296,9 @@ static long long now_us(void)
  * or spin_us pass (0). A short message usually comes within a few tens
  * of microseconds of the last one in a collective, and going to sleep
  * then being woken costs about as much again (the kernel's wake-up and
- * a context switch on each side). The yield keeps the spin from taking
- * a core from a rank that shares it (ranks on fewer cores than ranks):
- * it runs only when nothing else on its core is runnable. A rank whose
+ * a context switch on each side). The yield lets a rank that shares the
+ * core (more ranks than cores) run before the next poll, and the bound
+ * keeps a long wait from burning more than spin_us per sleep. A rank whose
  * output waits for a reader spins too: sleeping there instead made
  * back-to-back Bcast (the root ahead of its children) about 15% slower
  * and Reduce no faster (4 ranks on 2 cores). */
