@@ -51,6 +51,11 @@ struct direct {
 	int unsettled;
 	struct cm_connset net;  /* every connection */
 	long long last_poll_ms; /* the last epoll round (single_source) */
+	/* progress(-1) polls without sleeping for up to spin_us first
+	 * (spin_wait); happenings counts what a poll can bring (frames,
+	 * writes done, connections), so the spin ends at the first one. */
+	int spin_us;
+	uint64_t happenings;
 
 	struct cm_matchq match;
 	struct cm_reqmap syncs; /* synchronous sends waiting for SYNC_ACK */
