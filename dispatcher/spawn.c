@@ -276,6 +276,7 @@ static bool is_job_variable(const char *entry)
 	                                    CM_ENV_SECRET,
 	                                    CM_ENV_TRANSPORT,
 	                                    CM_ENV_CMS,
+	                                    CM_ENV_CM_STANDBYS,
 	                                    CM_ENV_HOME,
 	                                    CM_ENV_PEERS,
 	                                    CM_ENV_LISTEN_FD,
