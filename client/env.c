@@ -39,6 +39,9 @@ void cm_job_free(struct cm_job *job)
 	for (int i = 0; job->cms && i < job->ncms; i++)
 		free(job->cms[i]);
 	free(job->cms);
+	for (int i = 0; job->cm_standbys && i < job->ncms; i++)
+		free(job->cm_standbys[i]);
+	free(job->cm_standbys);
 	for (int i = 0; job->peers && i < job->size; i++)
 		free(job->peers[i]);
 	free(job->peers);
@@ -59,9 +62,11 @@ static int parse_int_var(const char *name, const char *text, long min, long max,
 	return 0;
 }
 
-/* Splits a comma-separated list into exactly `want` items (or any number
- * >= 1 when want is 0). Returns the count, or -1 after printing why. */
-static int split_list(const char *name, const char *text, int want, int max, char ***out)
+/* Splits a comma-separated list into exactly `want` items, one per `per`
+ * (or any number >= 1 when want is 0). Returns the count, or -1 after
+ * printing why. */
+static int split_list(const char *name, const char *text, int want, const char *per, int max,
+                      char ***out)
 {
 	int n = 1;
 	for (const char *p = text; *p; p++)
@@ -75,7 +80,7 @@ static int split_list(const char *name, const char *text, int want, int max, cha
 		return -1;
 	}
 	if (want > 0 && n != want) {
-		cm_err("%s: %d entries, expected exactly %d (one per rank)", name, n, want);
+		cm_err("%s: %d entries, expected exactly %d (one per %s)", name, n, want, per);
 		return -1;
 	}
 	char **items = calloc((size_t)n, sizeof *items);
@@ -108,11 +113,14 @@ fail:
 }
 
 /* allow_unix: channel memories on this host may be given as unix:@NAME
- * (an abstract unix socket); peers of the direct transports are TCP. */
+ * (an abstract unix socket); peers of the direct transports are TCP. NULL
+ * items (no address) are skipped. */
 static int check_addresses(const char *name, char **items, int n, bool allow_unix)
 {
 	for (int i = 0; i < n; i++) {
 		struct sockaddr_in addr;
+		if (items[i] == NULL)
+			continue;
 		if (allow_unix && strncmp(items[i], "unix:", 5) == 0) {
 			struct cm_addr any;
 			char why[128];
@@ -130,11 +138,11 @@ static int check_addresses(const char *name, char **items, int n, bool allow_uni
 	return 0;
 }
 
-static int parse_address_list(const char *name, const char *text, int want, int max,
-                              bool allow_unix, char ***out)
+static int parse_address_list(const char *name, const char *text, int want, const char *per,
+                              int max, bool allow_unix, char ***out)
 {
 	char **items = NULL;
-	int n = split_list(name, text, want, max, &items);
+	int n = split_list(name, text, want, per, max, &items);
 	if (n < 0)
 		return -1;
 	if (check_addresses(name, items, n, allow_unix) < 0) {
@@ -150,7 +158,7 @@ static int parse_address_list(const char *name, const char *text, int want, int 
 static int parse_home(const char *text, struct cm_job *job)
 {
 	char **items = NULL;
-	int n = split_list(CM_ENV_HOME, text, job->size, job->size, &items);
+	int n = split_list(CM_ENV_HOME, text, job->size, "rank", job->size, &items);
 	int rc = n < 0 ? -1 : 0;
 	for (int i = 0; i < n; i++) {
 		long v;
@@ -236,6 +244,28 @@ static int parse_secret(const char *text, struct cm_job *job)
 	return 0;
 }
 
+/* CHANMEM_CM_STANDBYS: an address per CM, "-" for a CM without a standby
+ * (a NULL entry); empty or unset: none. */
+static int parse_standbys(const char *text, struct cm_job *job)
+{
+	if (job->ncms == 0) {
+		cm_err("%s is set but %s is not", CM_ENV_CM_STANDBYS, CM_ENV_CMS);
+		return -1;
+	}
+	char **items = NULL;
+	int n =
+	    split_list(CM_ENV_CM_STANDBYS, text, job->ncms, "channel memory", job->ncms, &items);
+	if (n < 0)
+		return -1;
+	for (int i = 0; i < n; i++)
+		if (strcmp(items[i], "-") == 0) {
+			free(items[i]);
+			items[i] = NULL;
+		}
+	job->cm_standbys = items;
+	return check_addresses(CM_ENV_CM_STANDBYS, items, n, true);
+}
+
 static int parse_cms(const char *transport, struct cm_job *job)
 {
 	const char *cms = getenv(CM_ENV_CMS);
@@ -246,12 +276,15 @@ static int parse_cms(const char *transport, struct cm_job *job)
 		return -1;
 	}
 	if (cms != NULL) {
-		job->ncms = parse_address_list(CM_ENV_CMS, cms, 0, CM_MAX_CMS, true, &job->cms);
+		job->ncms = parse_address_list(CM_ENV_CMS, cms, 0, "", CM_MAX_CMS, true, &job->cms);
 		if (job->ncms < 0) {
 			job->ncms = 0;
 			return -1;
 		}
 	}
+	const char *standbys = getenv(CM_ENV_CM_STANDBYS);
+	if (standbys && *standbys && parse_standbys(standbys, job) < 0)
+		return -1;
 	job->home = calloc((size_t)job->size, sizeof *job->home);
 	if (job->home == NULL) {
 		cm_err("out of memory");
@@ -321,8 +354,8 @@ static int parse_direct(const char *transport, struct cm_job *job)
 		       CM_ENV_LISTEN_FD);
 		return -1;
 	}
-	if (peers != NULL &&
-	    parse_address_list(CM_ENV_PEERS, peers, job->size, job->size, false, &job->peers) < 0)
+	if (peers != NULL && parse_address_list(CM_ENV_PEERS, peers, job->size, "rank", job->size,
+	                                        false, &job->peers) < 0)
 		return -1;
 	if (fd != NULL && check_listen_fd(fd, job) < 0)
 		return -1;
@@ -357,7 +390,7 @@ static int parse_repl(const char *transport, struct cm_job *job)
 		cm_err("%s: too many processes", CM_ENV_REPL_PEERS);
 		return -1;
 	}
-	if (parse_address_list(CM_ENV_REPL_PEERS, peers, (int)total, (int)total, false,
+	if (parse_address_list(CM_ENV_REPL_PEERS, peers, (int)total, "replica", (int)total, false,
 	                       &job->repl_peers) < 0) {
 		job->repl_peers = NULL;
 		return -1;

@@ -78,7 +78,10 @@ struct cm_job {
 	unsigned incarnation;
 	char secret[33];
 	int ncms;
-	char **cms;    /* ncms "host:port" strings */
+	char **cms; /* ncms "host:port" strings */
+	/* ncms addresses of each CM's standby (CHANMEM_CM_STANDBYS), NULL
+	 * entries for none; NULL when no CM has one */
+	char **cm_standbys;
 	int *home;     /* size entries: home CM index of every rank */
 	char **peers;  /* direct: size "host:port" strings, or NULL */
 	int listen_fd; /* direct: inherited listening socket, or -1 */

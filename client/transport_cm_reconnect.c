@@ -38,7 +38,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "jobenv.h"
 #include "log.h"
 #include "net.h"
 #include "transport_cm.h"
@@ -54,53 +53,35 @@
 #define KEEPALIVE_COUNT 3
 #define USER_TIMEOUT_MS 5000
 
-/* CHANMEM_CM_STANDBYS: one entry per CM, "-" for none. */
-static int standbys_init(struct cmt *s)
+/* Each CM's standby (env.c parsed CHANMEM_CM_STANDBYS), or none. */
+static int standbys_init(struct cmt *s, const struct cm_job *job)
 {
-	const char *text = getenv(CM_ENV_CM_STANDBYS);
-	if (text == NULL || *text == '\0')
+	if (job->cm_standbys == NULL)
 		return 0;
 	if ((s->standbys = calloc((size_t)s->ncms, sizeof *s->standbys)) == NULL)
 		goto oom;
-	const char *p = text;
-	for (int i = 0; i < s->ncms; i++) {
-		size_t n = strcspn(p, ",");
-		char *entry = strndup(p, n);
-		struct cm_addr addr;
-		char why[128];
-		if (entry == NULL)
+	for (int i = 0; i < s->ncms; i++)
+		if (job->cm_standbys[i] && (s->standbys[i] = strdup(job->cm_standbys[i])) == NULL)
 			goto oom;
-		if (strcmp(entry, "-") == 0) {
-			free(entry);
-		} else if (cm_parse_addr(entry, &addr, why, sizeof why) < 0) {
-			cm_err("rank %d: %s entry %d '%s': %s", s->rank, CM_ENV_CM_STANDBYS, i,
-			       entry, why);
-			free(entry);
-			return -1;
-		} else {
-			s->standbys[i] = entry;
-		}
-		p += n;
-		if (*p == ',' && i + 1 < s->ncms)
-			p++;
-		else if (*p != '\0' || i + 1 < s->ncms) {
-			cm_err("rank %d: %s: expected %d entries, one per channel memory", s->rank,
-			       CM_ENV_CM_STANDBYS, s->ncms);
-			return -1;
-		}
-	}
 	return 0;
 oom:
 	cm_err("rank %d: out of memory", s->rank);
 	return -1;
 }
 
+/* The address of CM cm to try the n-th time: with a standby, every other
+ * try goes to it. */
+static const char *address_of_try(const struct cmt *s, int cm, const char *addr, unsigned n)
+{
+	return s->standbys && s->standbys[cm] && (n & 1) ? s->standbys[cm] : addr;
+}
+
 int cmt_connect_first(struct cmt *s, int cm, const char *addr_text, int timeout_ms)
 {
-	const char *standby = s->standbys ? s->standbys[cm] : NULL;
+	int standby = s->standbys && s->standbys[cm];
 	long long deadline = cm_now_ms() + timeout_ms;
 	for (unsigned turn = 0;; turn++) {
-		const char *text = standby && (turn & 1) ? standby : addr_text;
+		const char *text = address_of_try(s, cm, addr_text, turn);
 		struct cm_addr addr;
 		char why[128];
 		if (cm_parse_addr(text, &addr, why, sizeof why) < 0) {
@@ -134,7 +115,7 @@ int cmt_reconnect_init(struct cmt *s, const struct cm_job *job)
 	for (int i = 0; i < s->ncms; i++)
 		if ((s->addrs[i] = strdup(job->cms[i])) == NULL)
 			goto oom;
-	if (standbys_init(s) < 0)
+	if (standbys_init(s, job) < 0)
 		return -1;
 	s->incarnation = job->incarnation;
 	memcpy(s->secret, job->secret, CM_SECRET_LEN);
@@ -203,8 +184,7 @@ static void try_connect(struct cmt *s, int cm, long long left_ms)
 {
 	struct cm_conn *c = s->cms[cm];
 	struct cmt_link *l = &s->links[cm];
-	const char *text =
-	    s->standbys && s->standbys[cm] && (l->tries++ & 1) ? s->standbys[cm] : s->addrs[cm];
+	const char *text = address_of_try(s, cm, s->addrs[cm], l->tries++);
 	struct cm_addr addr;
 	char why[128];
 	if (cm_parse_addr(text, &addr, why, sizeof why) < 0)

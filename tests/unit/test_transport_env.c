@@ -15,9 +15,9 @@
 
 #define SECRET "0123456789abcdef0123456789abcdef"
 
-static const char *const all_vars[] = {CM_ENV_RANK,   CM_ENV_SIZE,      CM_ENV_INCARNATION,
-                                       CM_ENV_SECRET, CM_ENV_TRANSPORT, CM_ENV_CMS,
-                                       CM_ENV_HOME,   CM_ENV_PEERS,     CM_ENV_LISTEN_FD};
+static const char *const all_vars[] = {
+    CM_ENV_RANK, CM_ENV_SIZE, CM_ENV_INCARNATION, CM_ENV_SECRET,    CM_ENV_TRANSPORT,
+    CM_ENV_CMS,  CM_ENV_HOME, CM_ENV_PEERS,       CM_ENV_LISTEN_FD, CM_ENV_CM_STANDBYS};
 
 static void clear_env(void)
 {
@@ -147,6 +147,25 @@ START_TEST(cm_job_explicit_home_incarnation)
 }
 END_TEST
 
+/* Each CM's standby, "-" for none. */
+START_TEST(cm_job_standbys)
+{
+	cm_env();
+	setenv(CM_ENV_CM_STANDBYS, "-,unix:@ab12", 1);
+	struct cm_job job;
+	char name[16] = "";
+	ck_assert_int_eq(cm_job_from_env(&job, name, sizeof name), 0);
+	ck_assert_ptr_nonnull(job.cm_standbys);
+	ck_assert_ptr_null(job.cm_standbys[0]);
+	ck_assert_str_eq(job.cm_standbys[1], "unix:@ab12");
+	cm_job_free(&job);
+	setenv(CM_ENV_CM_STANDBYS, "", 1); /* empty: none */
+	ck_assert_int_eq(cm_job_from_env(&job, name, sizeof name), 0);
+	ck_assert_ptr_null(job.cm_standbys);
+	cm_job_free(&job);
+}
+END_TEST
+
 /* A CM on the rank's host may be given by its abstract unix socket. */
 START_TEST(cm_job_unix_address)
 {
@@ -262,6 +281,10 @@ static const struct bad_case cm_bad[] = {
     {CM_ENV_HOME, "0,,0,1", CM_ENV_HOME},
     {CM_ENV_HOME, "", CM_ENV_HOME},
     {CM_ENV_PEERS, "127.0.0.1:1", CM_ENV_PEERS}, /* present: must have SIZE entries */
+    {CM_ENV_CM_STANDBYS, "127.0.0.1:5000", CM_ENV_CM_STANDBYS}, /* one per CM */
+    {CM_ENV_CM_STANDBYS, "-,-,-", CM_ENV_CM_STANDBYS},
+    {CM_ENV_CM_STANDBYS, "-,nohost", CM_ENV_CM_STANDBYS},
+    {CM_ENV_CM_STANDBYS, "-,", CM_ENV_CM_STANDBYS},
 };
 
 START_TEST(cm_bad_values)
@@ -349,6 +372,7 @@ static Suite *env_suite(void)
 	tcase_add_test(tc, cm_job_default_home);
 	tcase_add_test(tc, cm_job_unix_address);
 	tcase_add_test(tc, cm_job_explicit_home_incarnation);
+	tcase_add_test(tc, cm_job_standbys);
 	tcase_add_test(tc, transport_defaults_to_cm);
 	tcase_add_test(tc, direct_job);
 	tcase_add_test(tc, direct_size_one_needs_no_peers);
