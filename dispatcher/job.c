@@ -310,9 +310,8 @@ static void on_phase_timer(struct ev_loop *loop, ev_timer *w, int revents)
 					job->ranks[i].state = PROC_EXITED;
 					job->ranks_running--;
 				}
-			for (int i = 0; i < job->ncms * (job->standbys ? 2 : 1); i++) {
-				struct cm_proc *cm =
-				    i < job->ncms ? &job->cms[i] : &job->standbys[i - job->ncms];
+			for (int i = 0; i < job_cm_procs(job); i++) {
+				struct cm_proc *cm = job_cm_proc(job, i);
 				if (cm->state == PROC_RUNNING) {
 					cm->state = PROC_EXITED;
 					job->cms_running--;
@@ -381,8 +380,8 @@ static bool rank_output_done(struct job *job)
 
 static void close_cm_output(struct job *job)
 {
-	for (int i = 0; i < job->ncms * (job->standbys ? 2 : 1); i++) {
-		struct cm_proc *cm = i < job->ncms ? &job->cms[i] : &job->standbys[i - job->ncms];
+	for (int i = 0; i < job_cm_procs(job); i++) {
+		struct cm_proc *cm = job_cm_proc(job, i);
 		if (cm->err) {
 			output_source_drain(cm->err);
 			output_source_close(cm->err);
@@ -652,14 +651,9 @@ static void on_child(struct ev_loop *loop, ev_child *w, int revents)
 			return;
 		}
 	}
-	for (int i = 0; i < job->ncms; i++) {
-		struct cm_proc *cm = &job->cms[i];
+	for (int i = 0; i < job_cm_procs(job); i++) {
+		struct cm_proc *cm = job_cm_proc(job, i);
 		if (cm->state == PROC_RUNNING && cm->pid == w->rpid) {
-			cm_exited(job, cm, w->rstatus);
-			return;
-		}
-		cm = job->standbys ? &job->standbys[i] : NULL;
-		if (cm && cm->state == PROC_RUNNING && cm->pid == w->rpid) {
 			cm_exited(job, cm, w->rstatus);
 			return;
 		}
@@ -758,9 +752,9 @@ static int make_tables(struct job *job)
 		output_message("error: out of memory");
 		return -1;
 	}
-	for (int i = 0; i < job->ncms * (job->standbys ? 2 : 1); i++) {
+	for (int i = 0; i < job_cm_procs(job); i++) {
 		bool standby = i >= job->ncms;
-		struct cm_proc *cm = standby ? &job->standbys[i - job->ncms] : &job->cms[i];
+		struct cm_proc *cm = job_cm_proc(job, i);
 		cm->index = standby ? i - job->ncms : i;
 		cm->is_standby = standby;
 		cm->ready_fd = -1;

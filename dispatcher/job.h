@@ -169,6 +169,18 @@ struct job {
 #define CMRUN_EXIT_NOT_FOUND 127
 
 /* job.c: runs the job to its end and returns cmrun's exit status. */
+/* Every cmserver process entry, for what applies to each alike: the CMs,
+ * then with --cm-standby their standbys. */
+static inline int job_cm_procs(const struct job *job)
+{
+	return job->ncms * (job->standbys ? 2 : 1);
+}
+
+static inline struct cm_proc *job_cm_proc(struct job *job, int i)
+{
+	return i < job->ncms ? &job->cms[i] : &job->standbys[i - job->ncms];
+}
+
 int job_run(struct job *job);
 /* Releases what the job holds (after job_run and output_shutdown). */
 void job_free(struct job *job);

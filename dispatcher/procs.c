@@ -98,10 +98,8 @@ static bool is_known_child(struct job *job, pid_t pid)
 	for (int i = 0; i < job->nprocs && job->ranks_running > 0; i++)
 		if (job->ranks[i].state == PROC_RUNNING && job->ranks[i].pid == pid)
 			return true;
-	for (int i = 0; i < job->ncms; i++)
-		if ((job->cms[i].state == PROC_RUNNING && job->cms[i].pid == pid) ||
-		    (job->standbys && job->standbys[i].state == PROC_RUNNING &&
-		     job->standbys[i].pid == pid))
+	for (int i = 0; i < job_cm_procs(job); i++)
+		if (job_cm_proc(job, i)->state == PROC_RUNNING && job_cm_proc(job, i)->pid == pid)
 			return true;
 	return false;
 }
@@ -145,9 +143,8 @@ int count_running(struct job *job)
 	for (int i = 0; i < job->nprocs; i++)
 		if (job->ranks[i].state == PROC_RUNNING)
 			n++;
-	for (int i = 0; i < job->ncms; i++)
-		n += (job->cms[i].state == PROC_RUNNING) +
-		     (job->standbys && job->standbys[i].state == PROC_RUNNING);
+	for (int i = 0; i < job_cm_procs(job); i++)
+		n += job_cm_proc(job, i)->state == PROC_RUNNING;
 	return n;
 }
 
