@@ -76,17 +76,19 @@ struct cm_journal {
 	uint64_t rec_end;
 };
 
+static void file_header(uint8_t fh[FILE_HEADER], uint32_t cut_through_min)
+{
+	memcpy(fh, FILE_MAGIC, 8);
+	cm_put_u32(fh + 8, FILE_VERSION);
+	cm_put_u32(fh + 12, cut_through_min);
+}
+
 /* A journal that cannot be written cannot keep the promise the CM makes by
  * answering: the CM stops (the dispatcher restarts it from the file). */
 static void write_all(struct cm_journal *j, struct iovec *iov, int n)
 {
-	if (j->mirror) {
-		size_t total = 0;
-		for (int i = 0; i < n; i++)
-			total += iov[i].iov_len;
-		cm_mirror_send(j->mirror, false, j->rec_end, iov, n);
-		j->rec_end += total;
-	}
+	if (j->mirror)
+		j->rec_end += cm_mirror_send(j->mirror, false, j->rec_end, iov, n);
 	while (n > 0) {
 		ssize_t w = writev(j->fd, iov, n);
 		if (w < 0) {
@@ -222,17 +224,13 @@ int cm_journal_mirror(struct cm_journal *j, const char *standby, const char *sec
 		         j->path);
 		return -1;
 	}
-	uint8_t fh[FILE_HEADER];
-	if (cm_pread_full(j->fd, fh, sizeof fh, 0) < 0) {
-		snprintf(err, errlen, "--journal %s: %s", j->path, strerror(errno));
-		return -1;
-	}
 	j->mirror = cm_mirror_connect(standby, secret, world_size, err, errlen);
 	if (j->mirror == NULL)
 		return -1;
+	uint8_t fh[FILE_HEADER];
+	file_header(fh, j->cut_through_min);
 	struct iovec iov = {.iov_base = fh, .iov_len = sizeof fh};
-	cm_mirror_send(j->mirror, false, 0, &iov, 1);
-	j->rec_end = FILE_HEADER;
+	j->rec_end = cm_mirror_send(j->mirror, false, 0, &iov, 1);
 	cm_mirror_wait(j->mirror);
 	return 0;
 }
@@ -258,9 +256,7 @@ struct cm_journal *cm_journal_open(const char *path, uint32_t cut_through_min, c
 		return NULL;
 	}
 	if (st.st_size == 0) {
-		memcpy(fh, FILE_MAGIC, 8);
-		cm_put_u32(fh + 8, FILE_VERSION);
-		cm_put_u32(fh + 12, cut_through_min);
+		file_header(fh, cut_through_min);
 		if (write(fd, fh, sizeof fh) != (ssize_t)sizeof fh) {
 			snprintf(err, errlen, "--journal %s: %s", path, strerror(errno));
 			close(fd);

@@ -85,7 +85,8 @@ static void write_iov(struct cm_mirror *m, struct iovec *iov, int n)
 	}
 }
 
-void cm_mirror_send(struct cm_mirror *m, bool data, uint64_t offset, const struct iovec *iov, int n)
+size_t cm_mirror_send(struct cm_mirror *m, bool data, uint64_t offset, const struct iovec *iov,
+                      int n)
 {
 	struct iovec left[8];
 	if (n > (int)(sizeof left / sizeof left[0]) - 1)
@@ -95,6 +96,7 @@ void cm_mirror_send(struct cm_mirror *m, bool data, uint64_t offset, const struc
 	size_t total = 0;
 	for (int i = 0; i < n; i++)
 		total += iov[i].iov_len;
+	size_t sent = total;
 	pthread_mutex_lock(&m->send_mu);
 	while (total > 0) {
 		uint32_t len = total > FRAME_MAX ? FRAME_MAX : (uint32_t)total;
@@ -123,6 +125,7 @@ void cm_mirror_send(struct cm_mirror *m, bool data, uint64_t offset, const struc
 		total -= len;
 	}
 	pthread_mutex_unlock(&m->send_mu);
+	return sent;
 }
 
 void cm_mirror_wait(struct cm_mirror *m)

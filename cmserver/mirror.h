@@ -25,12 +25,13 @@ struct cm_mirror;
 /* Connects to the standby at addr_text, says HELLO (kind CM_PEER_MIRROR)
  * with the job secret and waits for its HELLO_ACK. NULL with a message in
  * err. */
-struct cm_mirror *cm_mirror_connect(const char *addr_text, const char *secret,
-                                    uint32_t world_size, char *err, size_t errlen);
+struct cm_mirror *cm_mirror_connect(const char *addr_text, const char *secret, uint32_t world_size,
+                                    char *err, size_t errlen);
 /* Sends n iovecs as one MIRROR frame for offset in the records file, or the
- * data file when data is set. Blocks while the socket is full. */
-void cm_mirror_send(struct cm_mirror *m, bool data, uint64_t offset, const struct iovec *iov,
-                    int n);
+ * data file when data is set. Blocks while the socket is full. Returns the
+ * bytes sent (the iovecs' total). */
+size_t cm_mirror_send(struct cm_mirror *m, bool data, uint64_t offset, const struct iovec *iov,
+                      int n);
 /* Returns once the standby acknowledged every byte sent so far. Cheap when
  * it already has. */
 void cm_mirror_wait(struct cm_mirror *m);
