@@ -31,6 +31,9 @@
  * partition) before the kernel gives up on it and the rank exits. */
 #define CONTROL_CONNECT_MS 10000
 #define CONTROL_USER_TIMEOUT_MS 30000
+/* How long a restored remote rank waits for cmrun to take note of its
+ * filler before writing it anyway. */
+#define CONTROL_ACK_MS 10000
 
 static struct {
 	pthread_t thread;
@@ -81,6 +84,26 @@ static void send_line_wait(const char *line)
 	if (unused < 0 && errno == ENOTSOCK)
 		unused = write(hb.fd, line, strlen(line));
 	(void)unused;
+}
+
+/* Reads one line cmrun sends in answer, waiting up to ms for it. */
+static void await_line(int fd, int ms)
+{
+	struct timespec start;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		long left = ms - (long)((now.tv_sec - start.tv_sec) * 1000 +
+		                        (now.tv_nsec - start.tv_nsec) / 1000000);
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (left <= 0 || poll(&p, 1, (int)left) == 0)
+			return;
+		char c;
+		ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) || (n == 1 && c == '\n'))
+			return;
+	}
 }
 
 /* ---- crash reports ----
@@ -345,6 +368,12 @@ void cm_control_restored(int rank, unsigned incarnation, int replica, unsigned l
 	if (hb.fd < 0)
 		hb.fd = (int)fd;
 	send_line_wait(line);
+	/* Over TCP the report and the filler travel apart (the filler through
+	 * the launcher's output pipe): cmrun answers once it knows the filler,
+	 * so the filler cannot reach it first. Bounded: a cmrun that is gone
+	 * or silent only costs this wait. */
+	if (control != NULL)
+		await_line(hb.fd, CONTROL_ACK_MS);
 	hb.fd = saved;
 	restored = true;
 }

@@ -9,7 +9,8 @@
  *
  * and, whether heartbeats are on or not, at MPI_Init "init RANK INCARNATION
  * REPLICA start|image", before a checkpoint's filler "restored RANK
- * INCARNATION REPLICA IMAGE OUT ERR", and when the program dies of SIGSEGV,
+ * INCARNATION REPLICA IMAGE OUT ERR" (a remote rank then waits for cmrun's
+ * "ok" line), and when the program dies of SIGSEGV,
  * SIGBUS, SIGFPE, SIGILL or SIGABRT "crashed RANK INCARNATION REPLICA
  * SIGNAL PROGRESS" (PROGRESS: MPI requests made so far).
  *

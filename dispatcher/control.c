@@ -79,7 +79,7 @@ static void rank_crashed(struct job *job, struct rank_proc *r, int sig, unsigned
 	r->crash_progress = progress;
 }
 
-void control_handle_line(struct job *job, const char *line)
+bool control_handle_line(struct job *job, const char *line)
 {
 	struct ctrl_line l;
 	struct rank_proc *r;
@@ -87,29 +87,30 @@ void control_handle_line(struct job *job, const char *line)
 	case CTRL_ABORT:
 		output_verbose("rank %d called MPI_Abort(%d)", l.rank, l.code);
 		job->events.stop(job, l.code);
-		return;
+		return false;
 	case CTRL_HEARTBEAT:
 	case CTRL_FINALIZED:
 		/* heartbeat() checks the incarnation. */
 		heartbeat(job, l.rank, l.incarnation, l.replica, l.kind == CTRL_FINALIZED);
-		return;
+		return false;
 	case CTRL_INIT: /* client/heartbeat.h */
 		if ((r = reporter(job, &l)) != NULL)
 			rank_init(job, r, l.from_image);
-		return;
+		return false;
 	case CTRL_RESTORED:
 		if ((r = reporter(job, &l)) != NULL)
 			rank_restored(job, r, l.image, l.out, l.err);
-		return;
+		return true;
 	case CTRL_CRASHED:
 		if ((r = reporter(job, &l)) != NULL)
 			rank_crashed(job, r, l.sig, (unsigned long)l.progress);
-		return;
+		return false;
 	case CTRL_HELLO: /* only the first line of a control connection */
 	case CTRL_BAD:
 		break;
 	}
 	output_verbose("ignoring control report '%.64s'", line);
+	return false;
 }
 
 void control_drain(struct job *job)

@@ -7,6 +7,8 @@
 #ifndef CMRUN_CONTROL_H
 #define CMRUN_CONTROL_H
 
+#include <stdbool.h>
+
 #include "job.h"
 
 /* Creates the pipe and watches its read end. Returns 0 or -1 (printed). */
@@ -16,7 +18,9 @@ void control_drain(struct job *job);
 /* The write end every rank inherits (CHANMEM_CONTROL_FD), or -1. */
 int control_rank_fd(const struct job *job);
 void control_close(struct job *job);
-/* One report line ("abort R C", "heartbeat R I K", ...). */
-void control_handle_line(struct job *job, const char *line);
+/* One report line ("abort R C", "heartbeat R I K", ...). Returns true when
+ * the reporter waits for an answer ("restored": a remote rank writes its
+ * filler only once cmrun knows it), which a connection's owner sends. */
+bool control_handle_line(struct job *job, const char *line);
 
 #endif

@@ -717,11 +717,13 @@ static void on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 
 /* ---- setup ---- */
 
-/* output.c wants what ranks reported so far (a restored rank's filler). */
+/* output.c wants what ranks reported so far (a restored rank's filler).
+ * Each report precedes the filler it announces: a local rank wrote it into
+ * the control pipe first, a remote rank waited for cmrun's answer. */
 static void read_reports_now(void *job)
 {
 	control_drain(job);
-	remote_await_reports(job, 200);
+	remote_await_reports(job, 0);
 }
 
 /* The rank and CM tables, placed on their hosts. 0, or -1 printed. */

@@ -163,8 +163,11 @@ static bool conn_read(struct job *job, struct ctrl_conn *c)
 					conn_free(job, c);
 					return false;
 				}
-			} else {
-				control_handle_line(job, start);
+			} else if (control_handle_line(job, start)) {
+				/* A line in a socket cmrun never writes otherwise: it fits. */
+				ssize_t unused =
+				    send(c->fd, "ok\n", 3, MSG_NOSIGNAL | MSG_DONTWAIT);
+				(void)unused;
 			}
 			start = nl + 1;
 		}
