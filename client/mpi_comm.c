@@ -339,10 +339,11 @@ static int keyval_slot(int keyval)
 	return (int)(index - 1);
 }
 
-struct cm_mpi_keyval *cm_mpi_keyval_get(int keyval)
+struct cm_mpi_keyval *cm_mpi_keyval_get(int keyval, enum cm_mpi_keyval_kind kind)
 {
 	int slot = keyval_slot(keyval);
-	return slot < 0 ? NULL : keyvals.items[slot];
+	struct cm_mpi_keyval *kv = slot < 0 ? NULL : keyvals.items[slot];
+	return kv && kv->kind == kind ? kv : NULL;
 }
 
 int cm_mpi_keyval_register(struct cm_mpi_keyval *kv, int *keyval)
@@ -403,7 +404,7 @@ int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void *attribute_val, int *
 		value = &attr_wtime_is_global;
 		break;
 	default:
-		if (!cm_mpi_keyval_get(comm_keyval))
+		if (!cm_mpi_keyval_get(comm_keyval, CM_KEYVAL_COMM))
 			return cm_mpi_raise(c, MPI_ERR_KEYVAL, "MPI_Comm_get_attr");
 		*flag = 0;
 		for (struct cm_mpi_attr *a = c->attrs; a; a = a->next) {

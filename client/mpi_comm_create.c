@@ -147,11 +147,11 @@ static int comm_dup(MPI_Comm comm, MPI_Comm *newcomm, const char *func)
 		rc = d ? topo_copy(c, d) : MPI_ERR_NO_MEM;
 	}
 	if (!rc)
-		rc = cm_mpi_attr_copy_all(c, d);
+		rc = cm_mpi_attr_copy_all(c->attrs, c->handle, &d->attrs);
 	free(all);
 	if (rc) {
 		if (d) {
-			cm_mpi_attr_delete_all(d);
+			cm_mpi_attr_delete_all(&d->attrs, d->handle);
 			cm_mpi_comm_drop_handle(d);
 		}
 		return cm_mpi_raise(c, rc, func);
@@ -381,7 +381,7 @@ int MPI_Comm_free(MPI_Comm *comm)
 	struct cm_mpi_comm *c = comm ? cm_mpi_comm_get(*comm) : NULL;
 	if (!c || c->predefined)
 		return cm_mpi_raise(c, MPI_ERR_COMM, "MPI_Comm_free");
-	int rc = cm_mpi_attr_delete_all(c);
+	int rc = cm_mpi_attr_delete_all(&c->attrs, c->handle);
 	if (rc)
 		return cm_mpi_raise(c, rc, "MPI_Comm_free");
 	cm_mpi_comm_drop_handle(c);

@@ -458,22 +458,24 @@ int MPI_Type_commit(MPI_Datatype *datatype)
 	return MPI_SUCCESS;
 }
 
-/* The handle dies now; the type itself once no operation in flight uses
- * it (MPI allows freeing a type a pending receive still unpacks into). */
-int MPI_Type_free(MPI_Datatype *datatype)
+void cm_mpi_type_drop_handle(const struct cm_mpi_datatype *t)
 {
-	CM_MPI_REQUIRE_INIT("MPI_Type_free");
-	const struct cm_mpi_datatype *t = datatype ? cm_mpi_type_get(*datatype) : NULL;
-	if (!t || !t->derived)
-		return cm_mpi_raise(NULL, MPI_ERR_TYPE, "MPI_Type_free");
 	derived.items[CM_HANDLE_INDEX(t->handle) - CM_DERIVED_BASE] = NULL;
 	cm_mpi_type_unref(t);
-	*datatype = MPI_DATATYPE_NULL;
-	return MPI_SUCCESS;
 }
 
-/* Names a predefined type was given, "" for its own (#h above). */
+/* Names a predefined type was given, "" for its own (#h above), and the
+ * attributes cached on it: the predefined structs are read-only. */
 static char predefined_names[NUM_PREDEFINED][MPI_MAX_OBJECT_NAME];
+static struct cm_mpi_attr *predefined_attrs[NUM_PREDEFINED];
+
+struct cm_mpi_attr **cm_mpi_type_attrs(MPI_Datatype datatype)
+{
+	struct cm_mpi_datatype *t = (struct cm_mpi_datatype *)cm_mpi_type_get(datatype);
+	if (!t)
+		return NULL;
+	return t->derived ? &t->attrs : &predefined_attrs[CM_HANDLE_INDEX(datatype)];
+}
 
 int MPI_Type_set_name(MPI_Datatype datatype, const char *type_name)
 {

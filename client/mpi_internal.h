@@ -191,11 +191,18 @@ CM_HIDDEN int cm_mpi_comm_split(struct cm_mpi_comm *c, int color, int key,
 
 /* ---- attributes (lookup in mpi_comm.c, the rest in mpi_attr.c) ---- */
 
+/* What a keyval caches attributes on: a keyval of one kind is invalid on
+ * the other (MPI_ERR_KEYVAL). */
+enum cm_mpi_keyval_kind { CM_KEYVAL_COMM, CM_KEYVAL_TYPE };
+
+/* The callbacks of either kind: MPI_Comm and MPI_Datatype are both int, so
+ * MPI_Type_copy_attr_function is this very function type. */
 struct cm_mpi_keyval {
 	MPI_Comm_copy_attr_function *copy_fn;
 	MPI_Comm_delete_attr_function *delete_fn;
 	void *extra_state;
-	int refs; /* the handle (until MPI_Comm_free_keyval) + attributes using it */
+	enum cm_mpi_keyval_kind kind;
+	int refs; /* the handle (until MPI_*_free_keyval) + attributes using it */
 };
 
 struct cm_mpi_attr {
@@ -205,8 +212,8 @@ struct cm_mpi_attr {
 	struct cm_mpi_attr *next;
 };
 
-/* The live keyval behind a user keyval handle, or NULL. */
-CM_HIDDEN struct cm_mpi_keyval *cm_mpi_keyval_get(int keyval);
+/* The live keyval of that kind behind a user keyval handle, or NULL. */
+CM_HIDDEN struct cm_mpi_keyval *cm_mpi_keyval_get(int keyval, enum cm_mpi_keyval_kind kind);
 /* Gives kv (heap allocated, refs = 1) a handle: MPI_SUCCESS or
  * MPI_ERR_NO_MEM (kv freed). */
 CM_HIDDEN int cm_mpi_keyval_register(struct cm_mpi_keyval *kv, int *keyval);
@@ -214,12 +221,14 @@ CM_HIDDEN int cm_mpi_keyval_register(struct cm_mpi_keyval *kv, int *keyval);
  * uses it. */
 CM_HIDDEN void cm_mpi_keyval_drop_handle(int keyval);
 CM_HIDDEN void cm_mpi_keyval_unref(struct cm_mpi_keyval *kv);
-/* MPI_Comm_dup: the attributes from copies to to through their copy
- * callbacks. MPI_Comm_free: every attribute of c deleted through its delete
- * callback. Both return MPI_SUCCESS or the first callback's error
- * (mpi_attr.c). */
-CM_HIDDEN int cm_mpi_attr_copy_all(struct cm_mpi_comm *from, struct cm_mpi_comm *to);
-CM_HIDDEN int cm_mpi_attr_delete_all(struct cm_mpi_comm *c);
+/* MPI_Comm_dup, MPI_Type_dup: the attributes of from (whose handle is
+ * from_handle) copied onto the list *to through their copy callbacks.
+ * MPI_Comm_free, MPI_Type_free: every attribute of the list deleted through
+ * its delete callback. Both return MPI_SUCCESS or the first callback's
+ * error (mpi_attr.c). */
+CM_HIDDEN int cm_mpi_attr_copy_all(struct cm_mpi_attr *from, int from_handle,
+                                   struct cm_mpi_attr **to);
+CM_HIDDEN int cm_mpi_attr_delete_all(struct cm_mpi_attr **list, int handle);
 
 /* ---- errors (mpi_error.c) ---- */
 
@@ -287,6 +296,7 @@ struct cm_mpi_datatype {
 	/* MPI_Type_set_name on a derived type (a predefined one's lives in a
 	 * table of mpi_datatype.c: this struct is read-only there). */
 	char user_name[MPI_MAX_OBJECT_NAME];
+	struct cm_mpi_attr *attrs; /* a derived type's (cm_mpi_type_attrs) */
 };
 
 /* A constructor call as MPI_Type_get_contents returns it: the combiner and
@@ -318,6 +328,12 @@ CM_HIDDEN const struct cm_mpi_datatype *cm_mpi_type_get(MPI_Datatype type);
  * (no-ops for predefined types). */
 CM_HIDDEN void cm_mpi_type_ref(const struct cm_mpi_datatype *type);
 CM_HIDDEN void cm_mpi_type_unref(const struct cm_mpi_datatype *type);
+/* MPI_Type_free of a derived type: its handle dies now, the type once no
+ * operation in flight uses it. */
+CM_HIDDEN void cm_mpi_type_drop_handle(const struct cm_mpi_datatype *type);
+/* The attribute list of a datatype, predefined ones included, or NULL for
+ * an invalid handle. */
+CM_HIDDEN struct cm_mpi_attr **cm_mpi_type_attrs(MPI_Datatype datatype);
 /* Gives a new derived type (refs = 1, heap allocated with its blocks) a
  * handle. Returns MPI_SUCCESS or MPI_ERR_NO_MEM (type freed). */
 CM_HIDDEN int cm_mpi_type_register(struct cm_mpi_datatype *type);

@@ -576,6 +576,8 @@ int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent,
 	return raise_or(rc, "MPI_Type_create_resized");
 }
 
+/* A duplicate: the same layout, committed if the old one is, with the old
+ * type's attributes copied through their copy callbacks. */
 int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype *newtype)
 {
 	const struct cm_mpi_datatype *old;
@@ -585,9 +587,35 @@ int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype *newtype)
 		rc = MPI_ERR_ARG;
 	if (!rc)
 		rc = copy_type(old, 0, 0, 0, newtype);
-	if (!rc)
-		((struct cm_mpi_datatype *)cm_mpi_type_get(*newtype))->committed = old->committed;
+	if (rc)
+		return raise_or(rc, "MPI_Type_dup");
+	struct cm_mpi_datatype *t = (struct cm_mpi_datatype *)cm_mpi_type_get(*newtype);
+	t->committed = old->committed;
+	rc = cm_mpi_attr_copy_all(*cm_mpi_type_attrs(oldtype), oldtype, &t->attrs);
+	if (rc) {
+		cm_mpi_attr_delete_all(&t->attrs, t->handle);
+		cm_mpi_type_drop_handle(t);
+		*newtype = MPI_DATATYPE_NULL;
+	}
 	return raise_or(rc, "MPI_Type_dup");
+}
+
+/* The handle dies now, after the delete callbacks of its attributes; the
+ * type itself once no operation in flight uses it (MPI allows freeing a
+ * type a pending receive still unpacks into). */
+int MPI_Type_free(MPI_Datatype *datatype)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Type_free");
+	struct cm_mpi_datatype *t =
+	    (struct cm_mpi_datatype *)(datatype ? cm_mpi_type_get(*datatype) : NULL);
+	if (!t || !t->derived)
+		return cm_mpi_raise(NULL, MPI_ERR_TYPE, "MPI_Type_free");
+	int rc = cm_mpi_attr_delete_all(&t->attrs, t->handle);
+	if (rc)
+		return cm_mpi_raise(NULL, rc, "MPI_Type_free");
+	cm_mpi_type_drop_handle(t);
+	*datatype = MPI_DATATYPE_NULL;
+	return MPI_SUCCESS;
 }
 
 /* The indexes of one dimension an array type takes: runs of len indexes

@@ -10,8 +10,9 @@
 # whichever ranks it picks, with one and two CMs. A run is correct when
 # every rank knows the same observations and they are rank 0's round
 # lines: a re-executed rank 0 that matched other messages would disagree
-# with what its dead incarnation had already sent. Then datatype decoding
-# and MPI_Comm_create_group (comments at their jobs).
+# with what its dead incarnation had already sent. Then datatype decoding,
+# attributes on datatypes, external32 and MPI_Comm_create_group (comments
+# at their jobs).
 here=$(dirname "$0")
 ITEST_JOB_TIMEOUT=${ITEST_JOB_TIMEOUT:-90s}
 . "$here/lib.sh"
@@ -109,6 +110,21 @@ must_restart() {
 itest_expect_success dtype_decode_direct dtype_decode 2 --transport direct -- dtype_decode
 itest_expect_success dtype_decode_cm dtype_decode 2 --transport cm -- dtype_decode
 DD_KILL=1 must_restart itest_expect_success dtype_decode_kill dtype_decode 2 --transport cm -- dtype_decode
+
+# Attributes on datatypes: callbacks on replace, dup, delete and free, a
+# failing delete callback, keyval kinds kept apart; a duplicated type in a
+# message. Rank 1 killed after its receive does the same again.
+itest_expect_success type_attr_direct type_attr 2 --transport direct -- type_attr
+itest_expect_success type_attr_cm type_attr 2 --transport cm -- type_attr
+TA_KILL=1 must_restart itest_expect_success type_attr_kill type_attr 2 --transport cm -- type_attr
+
+# external32: the standard's bytes for each kind of basic type, long double
+# as binary128, a mixed struct packed, unpacked and sent as bytes. Rank 1
+# killed after its receive unpacks the same bytes from the log.
+itest_expect_success pack_external_direct pack_external 2 --transport direct -- pack_external
+itest_expect_success pack_external_cm pack_external 2 --transport cm -- pack_external
+PE_KILL=1 must_restart itest_expect_success pack_external_kill pack_external 2 --transport cm -- \
+	pack_external
 
 # MPI_Comm_create_group: the odd ranks are busy elsewhere while the even
 # ones create theirs; overlapping triples of a shuffled communicator with

@@ -72,6 +72,7 @@ const char *tu_err_name(int code)
 	    {MPI_ERR_INFO_VALUE, "MPI_ERR_INFO_VALUE"},
 	    {MPI_ERR_INFO_NOKEY, "MPI_ERR_INFO_NOKEY"},
 	    {MPI_ERR_INFO, "MPI_ERR_INFO"},
+	    {MPI_ERR_KEYVAL, "MPI_ERR_KEYVAL"},
 	};
 	int cls = code;
 	if (code != MPI_SUCCESS && MPI_Error_class(code, &cls) != MPI_SUCCESS)

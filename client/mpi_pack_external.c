@@ -1,0 +1,371 @@
+/* MPI_Pack_external, MPI_Unpack_external, MPI_Pack_external_size: the
+ * portable "external32" representation (MPI-3.1, 13.5.2), the one every
+ * MPI reads alike: each basic element big-endian at its standard size
+ * (LONG and UNSIGNED_LONG 8 bytes, WCHAR 4, AINT, OFFSET and COUNT 8), IEEE
+ * floats, long double as IEEE binary128, complex numbers as their two
+ * parts, no gaps.
+ *
+ * The packed runs (struct cm_mpi_block) know an element's size but not its
+ * kind (a 16-byte element may be a double complex or a long double), so the
+ * type map is walked through the constructor records (struct
+ * cm_mpi_contents) into runs of one predefined type. Data goes through the
+ * native packed form in bounded batches, converted element by element. */
+#include <float.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpi_internal.h"
+#include "vec.h"
+
+/* ---- one predefined element and its external form ---- */
+
+enum part_kind { PART_PLAIN, PART_LONG_DOUBLE };
+
+/* A predefined element is one or two parts (complex numbers, value-int
+ * pairs), each converted on its own. */
+struct ext_layout {
+	int nparts;
+	struct {
+		enum part_kind kind;
+		size_t native, external;
+	} part[2];
+};
+
+static const struct {
+	MPI_Datatype type;
+	size_t external;
+} standard_size[] = {
+    {MPI_LONG, 8}, {MPI_UNSIGNED_LONG, 8}, {MPI_WCHAR, 4}, {MPI_C_BOOL, 1},
+    {MPI_AINT, 8}, {MPI_OFFSET, 8},        {MPI_COUNT, 8},
+};
+
+/* Whether this host's long double converts to binary128: the x87 80-bit
+ * format (the same exponent, an explicit integer bit) or binary128 itself. */
+static int long_double_supported(void)
+{
+	return (LDBL_MANT_DIG == 64 && LDBL_MAX_EXP == 16384) ||
+	       (LDBL_MANT_DIG == 113 && sizeof(long double) == 16);
+}
+
+static struct ext_layout part_of(enum part_kind kind, size_t native)
+{
+	return (struct ext_layout){
+	    .nparts = 1, .part = {{kind, native, kind == PART_LONG_DOUBLE ? 16 : native}}};
+}
+
+/* The external layout of a predefined type; nparts 0: no external32 form
+ * on this host (a size the standard fixes that this host's C type lacks). */
+static struct ext_layout layout_of(const struct cm_mpi_datatype *b)
+{
+	MPI_Datatype h = b->handle;
+	int ld = h == MPI_LONG_DOUBLE || h == MPI_C_LONG_DOUBLE_COMPLEX || h == MPI_LONG_DOUBLE_INT;
+	if (ld && !long_double_supported())
+		return (struct ext_layout){.nparts = 0};
+	enum part_kind value_kind = ld ? PART_LONG_DOUBLE : PART_PLAIN;
+	if (h == MPI_C_FLOAT_COMPLEX || h == MPI_C_DOUBLE_COMPLEX ||
+	    h == MPI_C_LONG_DOUBLE_COMPLEX) {
+		struct ext_layout l = part_of(value_kind, b->size / 2);
+		l.part[1] = l.part[0];
+		l.nparts = 2;
+		return l;
+	}
+	if (b->nblocks == 2) { /* a pair: the value, then an int */
+		struct ext_layout l = part_of(value_kind, b->blocks[0].elem_size);
+		l.part[1] = part_of(PART_PLAIN, b->blocks[1].elem_size).part[0];
+		l.nparts = 2;
+		return l;
+	}
+	struct ext_layout l = part_of(value_kind, b->size);
+	for (size_t i = 0; i < sizeof standard_size / sizeof standard_size[0]; i++)
+		if (standard_size[i].type == h && standard_size[i].external != b->size)
+			l.nparts = 0;
+	return l;
+}
+
+static size_t layout_external(const struct ext_layout *l)
+{
+	size_t n = 0;
+	for (int i = 0; i < l->nparts; i++)
+		n += l->part[i].external;
+	return n;
+}
+
+static int host_is_little_endian(void)
+{
+	const uint16_t one = 1;
+	return *(const unsigned char *)&one == 1;
+}
+
+/* n bytes between host and big-endian order (its own inverse). */
+static void swap_copy(unsigned char *dst, const unsigned char *src, size_t n)
+{
+	if (!host_is_little_endian()) {
+		memcpy(dst, src, n);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		dst[i] = src[n - 1 - i];
+}
+
+static uint64_t load_le64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static void store_be64(unsigned char *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		p[i] = (unsigned char)v;
+}
+
+static uint64_t load_be64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* A native long double -> 16 big-endian bytes of binary128. The x87 form
+ * has the same sign and biased exponent; its 63 fraction bits (after the
+ * explicit integer bit) are the top of binary128's 112. */
+static void long_double_out(unsigned char *dst, const unsigned char *src)
+{
+	if (LDBL_MANT_DIG == 113) {
+		swap_copy(dst, src, 16);
+		return;
+	}
+	uint64_t mant = load_le64(src);
+	uint64_t sign_exp = (uint64_t)src[8] | (uint64_t)src[9] << 8;
+	uint64_t frac = mant & 0x7fffffffffffffffULL;
+	store_be64(dst, sign_exp << 48 | frac >> 15);
+	store_be64(dst + 8, (frac & 0x7fff) << 49);
+}
+
+/* 16 big-endian bytes of binary128 -> a native long double: the fraction
+ * cut to the x87's 63 bits, the integer bit set unless the exponent is 0. */
+static void long_double_in(unsigned char *dst, const unsigned char *src)
+{
+	if (LDBL_MANT_DIG == 113) {
+		swap_copy(dst, src, 16);
+		return;
+	}
+	uint64_t hi = load_be64(src), lo = load_be64(src + 8);
+	uint64_t sign_exp = hi >> 48;
+	uint64_t frac = (hi & 0xffffffffffffULL) << 15 | lo >> 49;
+	uint64_t mant = frac | ((sign_exp & 0x7fff) != 0 ? 1ULL << 63 : 0);
+	memset(dst, 0, sizeof(long double));
+	for (int i = 0; i < 8; i++, mant >>= 8)
+		dst[i] = (unsigned char)mant;
+	dst[8] = (unsigned char)sign_exp;
+	dst[9] = (unsigned char)(sign_exp >> 8);
+}
+
+/* ---- the type map as runs of one predefined type ---- */
+
+struct ext_run {
+	const struct cm_mpi_datatype *basic;
+	struct ext_layout layout;
+	size_t n;
+};
+
+typedef CM_VEC(struct ext_run) ext_runs;
+
+static int add_run(ext_runs *runs, const struct cm_mpi_datatype *basic, size_t n)
+{
+	if (n == 0)
+		return MPI_SUCCESS;
+	if (runs->n > 0 && runs->items[runs->n - 1].basic == basic) {
+		runs->items[runs->n - 1].n += n;
+		return MPI_SUCCESS;
+	}
+	struct ext_layout l = layout_of(basic);
+	if (l.nparts == 0)
+		return MPI_ERR_TYPE;
+	struct ext_run *r = cm_vec_push(runs);
+	if (!r)
+		return MPI_ERR_NO_MEM;
+	*r = (struct ext_run){.basic = basic, .layout = l, .n = n};
+	return MPI_SUCCESS;
+}
+
+/* reps items of t, in type-map order. A type of one predefined type is a
+ * single run; any other constructor than struct repeats its old type's
+ * map, so only structs of mixed types are walked item by item. */
+static int flatten(const struct cm_mpi_datatype *t, size_t reps, ext_runs *runs)
+{
+	if (t->size == 0 || reps == 0)
+		return MPI_SUCCESS;
+	if (!t->derived)
+		return add_run(runs, t, reps);
+	if (t->basic != MPI_DATATYPE_NULL) {
+		const struct cm_mpi_datatype *b = cm_mpi_type_get(t->basic);
+		return b ? add_run(runs, b, reps * (t->size / b->size)) : MPI_ERR_TYPE;
+	}
+	const struct cm_mpi_contents *c = t->contents;
+	if (!c || c->ntypes == 0)
+		return MPI_ERR_TYPE;
+	if (c->combiner != MPI_COMBINER_STRUCT)
+		return flatten(c->types[0], reps * (t->size / c->types[0]->size), runs);
+	int rc = MPI_SUCCESS;
+	for (size_t r = 0; r < reps && !rc; r++)
+		for (int i = 0; i < c->ntypes && !rc; i++)
+			rc = flatten(c->types[i], (size_t)c->ints[1 + i], runs);
+	return rc;
+}
+
+/* The external bytes of one item. */
+static size_t item_external(const ext_runs *runs)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < runs->n; i++)
+		n += runs->items[i].n * layout_external(&runs->items[i].layout);
+	return n;
+}
+
+/* One item between its native packed form and external32; to_external
+ * selects the direction. Returns the bytes of the native form passed. */
+static size_t convert_item(const ext_runs *runs, unsigned char *native, unsigned char *ext,
+                           int to_external)
+{
+	unsigned char *start = native;
+	for (size_t i = 0; i < runs->n; i++) {
+		const struct ext_layout *l = &runs->items[i].layout;
+		for (size_t k = 0; k < runs->items[i].n; k++) {
+			for (int p = 0; p < l->nparts; p++) {
+				if (l->part[p].kind == PART_LONG_DOUBLE && to_external)
+					long_double_out(ext, native);
+				else if (l->part[p].kind == PART_LONG_DOUBLE)
+					long_double_in(native, ext);
+				else if (to_external)
+					swap_copy(ext, native, l->part[p].native);
+				else
+					swap_copy(native, ext, l->part[p].native);
+				native += l->part[p].native;
+				ext += l->part[p].external;
+			}
+		}
+	}
+	return (size_t)(native - start);
+}
+
+/* ---- the calls ---- */
+
+/* Native packed bytes converted per batch: bounded memory for any count. */
+#define BATCH_BYTES (256 * 1024)
+
+static int check_datarep(const char *datarep)
+{
+	return datarep && strcmp(datarep, "external32") == 0 ? MPI_SUCCESS : MPI_ERR_ARG;
+}
+
+/* The committed type and its map; *item its external bytes per item. */
+static int prepare(const char *datarep, int count, MPI_Datatype datatype,
+                   const struct cm_mpi_datatype **t, ext_runs *runs, size_t *item)
+{
+	int rc = check_datarep(datarep);
+	if (!rc && count < 0)
+		rc = MPI_ERR_COUNT;
+	*t = cm_mpi_type_get(datatype);
+	if (!rc && (!*t || !(*t)->committed))
+		rc = MPI_ERR_TYPE;
+	if (!rc)
+		rc = flatten(*t, 1, runs);
+	*item = rc ? 0 : item_external(runs);
+	return rc;
+}
+
+int MPI_Pack_external_size(const char datarep[], int incount, MPI_Datatype datatype, MPI_Aint *size)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Pack_external_size");
+	const struct cm_mpi_datatype *t;
+	ext_runs runs = {0};
+	size_t item;
+	int rc = prepare(datarep, incount, datatype, &t, &runs, &item);
+	if (!rc && !size)
+		rc = MPI_ERR_ARG;
+	if (!rc && item > 0 && (size_t)incount > (size_t)PTRDIFF_MAX / item)
+		rc = MPI_ERR_COUNT;
+	if (!rc)
+		*size = (MPI_Aint)((size_t)incount * item);
+	cm_vec_free(&runs);
+	return rc ? cm_mpi_raise(NULL, rc, "MPI_Pack_external_size") : MPI_SUCCESS;
+}
+
+/* count items of t between user memory and their external bytes, item
+ * bytes each; to_external selects the direction. */
+static int transfer(const struct cm_mpi_datatype *t, const ext_runs *runs, void *items,
+                    size_t count, unsigned char *ext, size_t item, int to_external)
+{
+	size_t per_batch = t->size >= BATCH_BYTES ? 1 : BATCH_BYTES / t->size;
+	unsigned char *native = malloc(per_batch * t->size);
+	if (!native)
+		return MPI_ERR_NO_MEM;
+	for (size_t first = 0; first < count; first += per_batch) {
+		size_t n = count - first < per_batch ? count - first : per_batch;
+		void *at = cm_mpi_addr(items, (MPI_Aint)first * t->extent);
+		if (to_external)
+			cm_mpi_pack(t, at, n, native);
+		unsigned char *p = native;
+		for (size_t i = 0; i < n; i++, ext += item)
+			p += convert_item(runs, p, ext, to_external);
+		if (!to_external)
+			cm_mpi_unpack(t, native, n * t->size, at);
+	}
+	free(native);
+	return MPI_SUCCESS;
+}
+
+int MPI_Pack_external(const char datarep[], const void *inbuf, int incount, MPI_Datatype datatype,
+                      void *outbuf, MPI_Aint outsize, MPI_Aint *position)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Pack_external");
+	const struct cm_mpi_datatype *t;
+	ext_runs runs = {0};
+	size_t item;
+	int rc = prepare(datarep, incount, datatype, &t, &runs, &item);
+	if (!rc && (!position || *position < 0 || outsize < 0 || (outsize > 0 && !outbuf)))
+		rc = MPI_ERR_ARG;
+	if (!rc && incount > 0 && !inbuf && !t->derived)
+		rc = MPI_ERR_BUFFER;
+	if (!rc && (*position > outsize ||
+	            (item > 0 && (size_t)incount > (size_t)(outsize - *position) / item)))
+		rc = MPI_ERR_TRUNCATE;
+	if (!rc && incount > 0 && item > 0) {
+		rc = transfer(t, &runs, (void *)inbuf, (size_t)incount,
+		              (unsigned char *)outbuf + *position, item, 1);
+		if (!rc)
+			*position += (MPI_Aint)((size_t)incount * item);
+	}
+	cm_vec_free(&runs);
+	return rc ? cm_mpi_raise(NULL, rc, "MPI_Pack_external") : MPI_SUCCESS;
+}
+
+int MPI_Unpack_external(const char datarep[], const void *inbuf, MPI_Aint insize,
+                        MPI_Aint *position, void *outbuf, int outcount, MPI_Datatype datatype)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Unpack_external");
+	const struct cm_mpi_datatype *t;
+	ext_runs runs = {0};
+	size_t item;
+	int rc = prepare(datarep, outcount, datatype, &t, &runs, &item);
+	if (!rc && (!position || *position < 0 || insize < 0 || *position > insize ||
+	            (insize > 0 && !inbuf)))
+		rc = MPI_ERR_ARG;
+	if (!rc && outcount > 0 && !outbuf && !t->derived)
+		rc = MPI_ERR_BUFFER;
+	if (!rc && item > 0 && (size_t)outcount > (size_t)(insize - *position) / item)
+		rc = MPI_ERR_TRUNCATE;
+	if (!rc && outcount > 0 && item > 0) {
+		rc = transfer(t, &runs, outbuf, (size_t)outcount,
+		              (unsigned char *)inbuf + *position, item, 0);
+		if (!rc)
+			*position += (MPI_Aint)((size_t)outcount * item);
+	}
+	cm_vec_free(&runs);
+	return rc ? cm_mpi_raise(NULL, rc, "MPI_Unpack_external") : MPI_SUCCESS;
+}
