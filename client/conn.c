@@ -57,6 +57,7 @@ struct cm_out {
 	int again;      /* a re-sent logged MSG: not kept after it is written */
 	uint8_t *owned; /* copy of the payload we free, or NULL */
 	size_t cap;     /* inline_data bytes allocated */
+	size_t cost;    /* counted in queued_bytes while in the output queue */
 	uint8_t hdr[CM_HEADER_SIZE];
 	uint8_t inline_data[]; /* control frames carry their payload here */
 };
@@ -114,6 +115,36 @@ static void out_free(struct cm_conn *c, struct cm_out *o)
 	free(o);
 }
 
+/* What a queued frame costs the rank: its block and, when the payload is
+ * ours (copied), the copy, each with the allocator's overhead. A payload
+ * still in the sender's buffer costs nothing here: that send is not
+ * complete, so the program cannot pile them up without bound (its own
+ * requests are its memory). */
+static size_t out_cost(const struct cm_out *o)
+{
+	size_t cost = sizeof *o + o->cap + 16;
+	if (o->owned)
+		cost += o->len + 16;
+	return cost;
+}
+
+static void count_queued(struct cm_conn *c, struct cm_out *o)
+{
+	o->cost = out_cost(o);
+	c->queued_bytes += o->cost;
+	if (c->queued_total)
+		*c->queued_total += o->cost;
+}
+
+/* o left the output queue (written, moved to the kept ones, or dropped). */
+static void uncount_queued(struct cm_conn *c, struct cm_out *o)
+{
+	c->queued_bytes -= o->cost;
+	if (c->queued_total)
+		*c->queued_total -= o->cost;
+	o->cost = 0;
+}
+
 void cm_conn_free(struct cm_conn *c)
 {
 	if (c == NULL)
@@ -121,6 +152,7 @@ void cm_conn_free(struct cm_conn *c)
 	while (c->out_head) {
 		struct cm_out *o = c->out_head;
 		c->out_head = o->next;
+		uncount_queued(c, o);
 		out_free(c, o); /* small blocks land in the spares, freed next */
 	}
 	while (c->kept_head) {
@@ -159,6 +191,7 @@ int cm_conn_fail(struct cm_conn *c, const char *fmt, ...)
 
 static void append(struct cm_conn *c, struct cm_out *o)
 {
+	count_queued(c, o);
 	o->next = NULL;
 	if (c->out_tail)
 		c->out_tail->next = o;
@@ -271,6 +304,7 @@ int cm_conn_flush(struct cm_conn *c)
 			c->out_head = o->next;
 			if (c->out_head == NULL)
 				c->out_tail = NULL;
+			uncount_queued(c, o);
 			if (c->write_budget > 0)
 				c->write_budget--;
 			if (c->retain && out_is_msg(o) && !o->again) {
@@ -304,11 +338,13 @@ static int copy_rest(struct cm_conn *c, struct cm_out *o)
 	if (copy == NULL)
 		return -1;
 	memcpy(copy, o->payload + done, rest);
+	uncount_queued(c, o);
 	o->owned = copy;
 	o->payload = copy;
 	o->len = rest;
 	if (o->off > CM_HEADER_SIZE && done > 0)
 		o->off = CM_HEADER_SIZE;
+	count_queued(c, o);
 	return 0;
 }
 
@@ -730,6 +766,7 @@ static void sort_queue(struct cm_conn *c)
 	c->out_head = c->out_tail = NULL;
 	while (o) {
 		struct cm_out *next = o->next;
+		uncount_queued(c, o);
 		if (c->retain && out_is_msg(o) && !o->again) {
 			kept_append(c, o);
 		} else {

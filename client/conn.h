@@ -6,7 +6,8 @@
  * (writev, no copy) and the owner hears of it (on_sent, with the token it
  * queued the frame with) once the kernel has taken the last byte; payloads
  * up to CM_COPY_LIMIT are copied when they cannot be written at once, so a
- * small isend completes immediately.
+ * small isend completes immediately; the owner bounds how much it lets
+ * queue up that way (CM_QUEUE_MAX).
  *
  * Input: frames are assembled from a staging buffer that survives any
  * partial read. For every frame the owner chooses where the payload goes
@@ -50,6 +51,15 @@
 #define CM_RETAIN_ACK_BYTES (256u * 1024u)
 #define CM_RETAIN_ACK_MSGS 32u
 #define CM_RETAIN_MAX ((size_t)64 * 1024 * 1024)
+
+/* The owner's bound on the memory of its queued, not yet written frames
+ * (queued_total: copied payloads and every frame's block, so a stream of
+ * tiny messages is bounded as well as a few large ones), over all of a
+ * rank's connections: a send that finds more queued waits, progressing
+ * every connection, until the kernel has taken enough. Without it a
+ * rank whose small sends complete on a copy runs ahead of a slow reader
+ * with no limit. */
+#define CM_QUEUE_MAX ((size_t)16 * 1024 * 1024)
 
 enum cm_conn_state {
 	CM_CONN_AWAIT_ACK,   /* we said HELLO: HELLO_ACK or ERROR comes first */
@@ -123,6 +133,10 @@ struct cm_conn {
 	struct cm_out *spares[CM_CONN_SPARES]; /* recycled small frame blocks (conn.c) */
 	unsigned nspares;
 	int wblocked; /* the kernel refused more: wait for POLLOUT */
+	/* Memory of the frames in the output queue (conn.c: out_cost), and
+	 * the owner's sum over its connections (cm_conn_count_into). */
+	size_t queued_bytes;
+	size_t *queued_total;
 
 	/* input */
 	uint8_t *in_buf;
@@ -191,6 +205,14 @@ enum cm_io cm_conn_read_wait(struct cm_conn *c);
  * owner that also watches other sockets and must look at them now and
  * then (the other reads pass MSG_DONTWAIT and are not affected). */
 void cm_conn_limit_wait(struct cm_conn *c, int ms);
+/* From now on c's queued_bytes is part of *total (its owner's sum over
+ * its connections, which it bounds by CM_QUEUE_MAX), kept up to date as
+ * frames are queued, written and dropped, and when c is freed. */
+static inline void cm_conn_count_into(struct cm_conn *c, size_t *total)
+{
+	c->queued_total = total;
+	*total += c->queued_bytes;
+}
 static inline int cm_conn_pending_output(const struct cm_conn *c)
 {
 	return c->out_head != NULL;

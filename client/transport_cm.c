@@ -179,6 +179,29 @@ static const struct cm_conn_ops cm_ops = {.on_hello = on_hello,
                                           .on_ready = cmt_reconnect_resume,
                                           .on_sent = on_sent};
 
+/* Before a send: while the frames queued to the CMs hold more than
+ * CM_QUEUE_MAX, writes what the sockets take and waits in progress, which
+ * keeps reading every CM (deliveries, LOGGED, acknowledgements) and
+ * re-establishes a broken connection, whose queue then joins its kept
+ * messages. A CM never waits for this rank to send before it reads from
+ * it, so the wait ends. */
+static int wait_queue_room(struct cm_transport *t)
+{
+	struct cmt *s = t->state;
+	while (s->queued > CM_QUEUE_MAX) {
+		for (int i = 0; i < s->ncms; i++) {
+			struct cm_conn *c = s->cms[i];
+			if (cm_conn_pending_output(c) && cm_conn_alive(c) && !c->wblocked &&
+			    c->fd >= 0 && c->write_budget != 0 && cmt_sent(s, cm_conn_flush(c)) < 0)
+				return -1;
+			cmt_coalesce_written(s, i);
+		}
+		if (s->queued > CM_QUEUE_MAX && cmt_progress(t, -1) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 static int cmt_isend(struct cm_transport *t, struct cm_req *req)
 {
 	struct cmt *s = t->state;
@@ -191,6 +214,8 @@ static int cmt_isend(struct cm_transport *t, struct cm_req *req)
 	while (s->cms[cm]->kept_bytes > CM_RETAIN_MAX)
 		if (cmt_progress(t, -1) < 0)
 			return -1;
+	if (wait_queue_room(t) < 0)
+		return -1;
 	/* Alive, or broken and taking frames until it is re-established. */
 	struct cm_conn *c = cmt_conn(s, cm);
 	req->id = s->clock++;
@@ -336,6 +361,7 @@ static int connect_cm(struct cmt *s, const struct cm_job *job, int i)
 		return -1;
 	}
 	s->cms[i]->peer = i;
+	cm_conn_count_into(s->cms[i], &s->queued);
 	cmt_reconnect_watch(s, s->cms[i]);
 	return cm_conn_send_hello(s->cms[i], 0, s->rank, s->rank, job->incarnation,
 	                          (unsigned)job->size, CM_PEER_RANK, job->secret);

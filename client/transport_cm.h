@@ -69,6 +69,7 @@ struct cmt {
 	int *home; /* [size] home CM of every rank */
 	struct cm_limits lim;
 	struct cm_conn **cms; /* [ncms] */
+	size_t queued;        /* their queued_total (conn.h: CM_QUEUE_MAX) */
 	char *bye_acked;      /* [ncms] */
 	struct pollfd *pfds;  /* [ncms] */
 

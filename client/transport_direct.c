@@ -88,6 +88,7 @@ static enum cm_err on_hello(struct cm_conn *c, const struct cm_header *h,
 	 * connection of our own to it (1: expect it) or adopt this one (0). */
 	uint64_t own = s->link[h->src] != NULL;
 	s->from[h->src] = c;
+	cm_conn_count_into(c, &s->queued);
 	if (s->link[h->src] == NULL)
 		s->link[h->src] = c; /* our messages to it take this one too */
 	c->peer = h->src;
@@ -190,6 +191,7 @@ static struct cm_conn *link_to(struct direct *s, int dst)
 		return NULL;
 	}
 	c->peer = dst;
+	cm_conn_count_into(c, &s->queued);
 	cm_conn_limit_wait(c, SLEEP_MS);
 	if (cm_connset_add(&s->net, c, s->rank) < 0) {
 		cm_conn_free(c);
@@ -349,6 +351,21 @@ static int direct_progress(struct cm_transport *t, int timeout_ms)
 
 /* ---- requests ---- */
 
+/* Before a send: while the frames queued to other ranks hold more than
+ * CM_QUEUE_MAX, waits in progress, which writes what the sockets take and
+ * reads every connection into the posted or unexpected receives. A rank
+ * waiting here still takes in everything sent to it, so ranks that send
+ * to each other (or round a cycle) without receiving do not deadlock:
+ * each one's queue drains into the others' unexpected queues. */
+static int wait_queue_room(struct cm_transport *t)
+{
+	struct direct *s = t->state;
+	while (s->queued > CM_QUEUE_MAX)
+		if (direct_progress(t, -1) < 0)
+			return -1;
+	return 0;
+}
+
 static int direct_isend(struct cm_transport *t, struct cm_req *req)
 {
 	struct direct *s = t->state;
@@ -357,6 +374,8 @@ static int direct_isend(struct cm_transport *t, struct cm_req *req)
 	req->id = s->clock++;
 	if (req->peer == s->rank)
 		return direct_self_send(s, req);
+	if (wait_queue_room(t) < 0)
+		return -1;
 	struct cm_conn *c = link_to(s, req->peer);
 	if (c == NULL)
 		return -1;

@@ -50,6 +50,7 @@ struct direct {
 	char *settled;
 	int unsettled;
 	struct cm_connset net;  /* every connection */
+	size_t queued;          /* their queued_total (conn.h: CM_QUEUE_MAX) */
 	long long last_poll_ms; /* the last epoll round (single_source) */
 	/* progress(-1) polls without sleeping for up to spin_us first
 	 * (spin_wait); happenings counts what a poll can bring (frames,

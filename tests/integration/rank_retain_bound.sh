@@ -1,6 +1,22 @@
 #!/bin/bash
-# A rank's memory stays within its retention bound while its channel memory
-# dies (cmrun --cm-restart): a rank keeps every message it wrote until its
+# A sending rank's memory stays bounded, with and without channel memory
+# deaths.
+#
+# Without --cm-restart (the default job) a rank queues what the socket
+# does not take yet, small sends completing on a copy, at most
+# CM_QUEUE_MAX (16 MiB, client/conn.h) over all its connections; a send
+# past it waits. The failure-free reference runs below are those jobs:
+# programs/retain_stream (see below) and a million 64-byte messages
+# through one CM, whose sender's peak RSS must stay within 64 MiB
+# (measured 17 to 24 MiB; 234 MiB for the million messages without the
+# bound). The direct transport too: programs/send_ahead sends a million
+# 64-byte messages to a rank that sleeps 2 s before it reads anything,
+# within 64 MiB (235 MiB without the bound), output equal to a run
+# without the sleep; and with "both" the two ranks send to each other
+# before either receives, so each one's held-back sends must keep taking
+# in the other's (no deadlock, same output as through a CM).
+#
+# With --cm-restart a rank keeps every message it wrote until its
 # CM says it is logged, at most CM_RETAIN_MAX (64 MiB) per connection, and
 # waits for LOGGED past it (client/conn.h). programs/retain_stream (rank 0
 # streams bursts of 64 B, 16 KiB, 48 KiB, 1 MiB and 4 MiB messages at
@@ -41,13 +57,13 @@ ITEST_OUTER_TIMEOUT=360
 ROUNDS=${RETAIN_ROUNDS:-5}
 [[ $ROUNDS =~ ^[1-9][0-9]{0,3}$ ]] || itest_hard_error "RETAIN_ROUNDS: 1..9999"
 BOUND_KIB=$((160 * 1024))        # the assertion
+QUEUE_BOUND_KIB=$((64 * 1024))   # the same without --cm-restart
 CEILING_KIB=$((2 * 1024 * 1024)) # past this the sender is killed
 KILLS=12
 
-TINY=1000000 # 64-byte messages in the second job
-
-ft_ref rrb_ref_stream --cms 1 -- retain_stream "$ROUNDS"
-ft_ref rrb_ref_tiny --cms 1 -- retain_stream 1 1 "$TINY"
+TINY=1000000  # 64-byte messages in the second job
+AHEAD=1000000 # send_ahead's messages toward a sleeping rank
+EXCHANGE=200000
 
 hwm_kib() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
 
@@ -69,30 +85,65 @@ sample() {
 	done
 }
 
+# peak_within NAME BOUND_KIB FN ARGS: runs FN ARGS (a job named NAME
+# that counts as passed, run with -v) while sampling rank 0; then rank 0's
+# peak RSS must be within BOUND_KIB. 1 if it was not (the pass is taken
+# back), or the job itself failed.
+peak_within() {
+	local name=$1 bound=$2
+	shift 2
+	local before=$itest_failures sampler peak
+	sample "$name" &
+	sampler=$!
+	"$@"
+	touch "$itest_work/$name.stop"
+	wait "$sampler"
+	peak=$(cat "$itest_work/$name.peak")
+	itest_log "$name: rank 0 peak RSS $((peak / 1024)) MiB (bound $((bound / 1024)) MiB)"
+	[ "$itest_failures" -ne "$before" ] && return 1
+	if [ "$peak" -eq 0 ]; then
+		itest_fail "$name" "rank 0's memory was never sampled"
+	elif [ "$peak" -gt "$bound" ]; then
+		itest_fail "$name" "rank 0 peak RSS $((peak / 1024)) MiB > $((bound / 1024)) MiB"
+	else
+		return 0
+	fi
+	itest_passes=$((itest_passes - 1)) # counted as passed by the job
+	return 1
+}
+
+# The failure-free references, no --cm-restart: the queue bound.
+peak_within rrb_ref_stream "$QUEUE_BOUND_KIB" ft_ref rrb_ref_stream -v --cms 1 -- \
+	retain_stream "$ROUNDS"
+peak_within rrb_ref_tiny "$QUEUE_BOUND_KIB" ft_ref rrb_ref_tiny -v --cms 1 -- \
+	retain_stream 1 1 "$TINY"
+
+# The direct transport: a receiver asleep (compared with a run where it
+# does not sleep), then two ranks sending to each other at once (compared
+# with the same through a CM).
+ft_ref rrb_ref_ahead --transport direct -- send_ahead "$AHEAD" 0
+if itest_selected rrb_ahead_direct; then
+	FT_VERBOSE=1 peak_within rrb_ahead_direct "$QUEUE_BOUND_KIB" ft_same rrb_ahead_direct \
+		rrb_ref_ahead -v --transport direct -- send_ahead "$AHEAD" 2000
+fi
+ft_ref rrb_ref_exchange --cms 1 -- send_ahead "$EXCHANGE" 0 both
+ft_same rrb_exchange_direct rrb_ref_exchange --transport direct -- \
+	send_ahead "$EXCHANGE" 1000 both
+
 # bounded NAME REF [CMRUN OPTIONS] -- PROGRAM ARGS: as ft_same, through
 # one CM killed KILLS times, and rank 0's peak RSS within the bound.
 bounded() {
 	local name=$1 ref=$2
 	shift 2
 	itest_selected "$name" || return 0
-	local before=$itest_failures sampler peak restarts
-	sample "$name" &
-	sampler=$!
-	FT_VERBOSE=1 ft_same "$name" "$ref" -v --mode "$mode" --cms 1 --cm-restart \
-		--max-cm-restarts "$KILLS" --kill-cm-every 0.5s --kill-count "$KILLS" "$@"
-	touch "$itest_work/$name.stop"
-	wait "$sampler"
-	peak=$(cat "$itest_work/$name.peak")
+	local restarts
+	FT_VERBOSE=1 peak_within "$name" "$BOUND_KIB" ft_same "$name" "$ref" -v --mode "$mode" \
+		--cms 1 --cm-restart --max-cm-restarts "$KILLS" --kill-cm-every 0.5s \
+		--kill-count "$KILLS" "$@" || return 0
 	restarts=$(sed -n 's/^cmrun:   channel memories: \([0-9]*\) restart.*/\1/p' \
 		"$itest_work/$name.report")
-	itest_log "$name: rank 0 peak RSS $((peak / 1024)) MiB (bound $((BOUND_KIB / 1024)) MiB)," \
-		"${restarts:-0} CM restarts, ${itest_elapsed} s"
-	[ "$itest_failures" -ne "$before" ] && return 0
-	if [ "$peak" -eq 0 ]; then
-		itest_fail "$name" "rank 0's memory was never sampled"
-	elif [ "$peak" -gt "$BOUND_KIB" ]; then
-		itest_fail "$name" "rank 0 peak RSS $((peak / 1024)) MiB > $((BOUND_KIB / 1024)) MiB"
-	elif [ "${restarts:-0}" -ne "$KILLS" ]; then
+	itest_log "$name: ${restarts:-0} CM restarts, ${itest_elapsed} s"
+	if [ "${restarts:-0}" -ne "$KILLS" ]; then
 		itest_fail "$name" "${restarts:-0} channel memory restarts, expected $KILLS"
 	else
 		return 0

@@ -1,0 +1,124 @@
+/* send_ahead: a sender far ahead of its receiver, with small sends that
+ * complete on a copy: what a rank may queue must stay bounded (conn.h:
+ * CM_QUEUE_MAX), and a send held back must not deadlock ranks that send
+ * to each other.
+ *
+ *   send_ahead COUNT PAUSE_MS [both]
+ *
+ * Rank 0 sends COUNT messages of 64 bytes to rank 1, alternately MPI_Send
+ * and MPI_Isend + MPI_Wait. Rank 1 first sleeps PAUSE_MS outside MPI
+ * (nothing reads for it meanwhile), then receives them in order with
+ * MPI_Recv. With "both", rank 1 then sends COUNT messages the same way
+ * (after its sleep) before it receives, and rank 0 receives them after
+ * sending its own: both ranks send without receiving, and each one's
+ * sends may have to wait for the other to take in what it queued.
+ * Every message holds its index in its first 8 bytes and a pattern of
+ * its sender after them; the receiver checks both, so a lost, repeated,
+ * reordered or damaged message is caught.
+ *
+ * Rank 0 prints a deterministic summary on stdout. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { TAG = 7, SIZE = 64 };
+
+static long parse_arg(const char *text, long min, long max, const char *what)
+{
+	char *end;
+	long v = strtol(text, &end, 10);
+	if (end == text || *end != '\0' || v < min || v > max) {
+		if (tu_rank == 0)
+			fprintf(stderr,
+			        "usage: send_ahead COUNT PAUSE_MS [both]\n"
+			        "send_ahead: %s: '%s'\n",
+			        what, text);
+		MPI_Abort(MPI_COMM_WORLD, 2);
+		exit(2);
+	}
+	return v;
+}
+
+static uint64_t seed_of(int sender)
+{
+	return 0xa4eadull << 8 | (uint64_t)sender;
+}
+
+static void send_all(long count, int to)
+{
+	unsigned char buf[SIZE];
+	tu_fill(buf, SIZE, seed_of(tu_rank));
+	for (long i = 0; i < count; i++) {
+		uint64_t index = (uint64_t)i;
+		memcpy(buf, &index, sizeof index);
+		if (i % 2 == 0) {
+			TU_MPI(MPI_Send(buf, SIZE, MPI_BYTE, to, TAG, MPI_COMM_WORLD));
+		} else {
+			MPI_Request req;
+			TU_MPI(MPI_Isend(buf, SIZE, MPI_BYTE, to, TAG, MPI_COMM_WORLD, &req));
+			TU_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+		}
+	}
+}
+
+static void receive_all(long count, int from)
+{
+	unsigned char buf[SIZE], expect[SIZE];
+	tu_fill(expect, SIZE, seed_of(from));
+	for (long i = 0; i < count; i++) {
+		MPI_Status st;
+		int got = -1;
+		TU_MPI(MPI_Recv(buf, SIZE, MPI_BYTE, from, TAG, MPI_COMM_WORLD, &st));
+		TU_MPI(MPI_Get_count(&st, MPI_BYTE, &got));
+		uint64_t index;
+		memcpy(&index, buf, sizeof index);
+		TU_CHECK(
+		    got == SIZE && index == (uint64_t)i &&
+		        memcmp(buf + sizeof index, expect + sizeof index, SIZE - sizeof index) == 0,
+		    "message %ld from rank %d: %d bytes, index %llu, content %s", i, from, got,
+		    (unsigned long long)index,
+		    memcmp(buf + sizeof index, expect + sizeof index, SIZE - sizeof index) == 0
+		        ? "right"
+		        : "wrong");
+	}
+}
+
+int main(int argc, char **argv)
+{
+	tu_init(&argc, &argv, "send_ahead");
+	tu_require_size(2, 2);
+	if (argc < 3 || argc > 4 || (argc == 4 && strcmp(argv[3], "both") != 0))
+		parse_arg(argc == 4 ? argv[3] : "", 1, 0, "want COUNT PAUSE_MS [both]");
+	long count = parse_arg(argv[1], 1, 1L << 30, "COUNT wants 1 to 2^30");
+	int pause_ms = (int)parse_arg(argv[2], 0, 600000, "PAUSE_MS wants 0 to 600000");
+	int both = argc == 4;
+
+	long sent = 0, received = 0;
+	if (tu_rank == 0) {
+		send_all(count, 1);
+		sent = count;
+		if (both) {
+			receive_all(count, 1);
+			received = count;
+		}
+	} else {
+		tu_sleep_ms(pause_ms);
+		if (both) {
+			send_all(count, 0);
+			sent = count;
+		}
+		receive_all(count, 0);
+		received = count;
+	}
+
+	if (tu_rank == 0)
+		printf("send_ahead: %ld messages of %d bytes %s\n", count, SIZE,
+		       both ? "each way" : "from rank 0 to rank 1");
+	char line[160];
+	snprintf(line, sizeof line, "rank %d: %ld sent, %ld received, every byte checked", tu_rank,
+	         sent, received);
+	tu_print_ranked(line);
+	return tu_finalize();
+}
