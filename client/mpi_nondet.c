@@ -358,18 +358,30 @@ static int wrap_cancel(struct cm_transport *t, struct cm_req *req, int *cancelle
 	return before_frame() < 0 ? -1 : nd.cancel(t, req, cancelled);
 }
 
+/* Following: a record taken from the log but not acted on yet (polls
+ * owed, an outcome held, a step or mark held, a record read ahead). */
+static int record_in_hand(void)
+{
+	return !nd.lead &&
+	       (nd.owed_misses > 0 || nd.held || nd.step_held || nd.mark_held || nd.look);
+}
+
 /* A checkpoint image cuts the event log at the snapshot: the polls counted
  * so far must be logged below the cut, or a rank restored from the image
  * would start with none pending while the log's next record still counts
  * them (it would poll in vain once more than the dead incarnation did).
- * A follower in the middle of a record (polls still owed, an outcome still
- * held) has no cut that fits: no image this time (2). */
+ * A follower with a record in hand has no cut that fits: the transport has
+ * handed the record over, so a rank restored from the image would start
+ * past it. That includes a record before_frame reads ahead (it may be a
+ * collective's step due first). No image this time (2). */
 static int wrap_snapshot(struct cm_transport *t, struct cm_resume *out)
 {
-	if (!nd.lead && (nd.owed_misses > 0 || nd.held))
+	if (record_in_hand())
 		return 2;
 	if (before_frame() < 0)
 		return -1;
+	if (record_in_hand())
+		return 2;
 	return nd.snapshot(t, out);
 }
 
