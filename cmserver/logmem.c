@@ -209,6 +209,16 @@ bool cm_logmem_admit(struct cm_logmem *m, uint64_t len)
 	return false;
 }
 
+bool cm_logmem_admit_read_back(struct cm_logmem *m)
+{
+	if (m == NULL)
+		return true;
+	if (__atomic_load_n(&m->live, __ATOMIC_RELAXED) <= m->limit / 2)
+		return true;
+	__atomic_add_fetch(&m->held, 1, __ATOMIC_RELAXED);
+	return false;
+}
+
 bool cm_logmem_over(const struct cm_logmem *m, unsigned per256)
 {
 	if (m == NULL || m->limit == UINT64_MAX)

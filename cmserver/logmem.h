@@ -42,6 +42,12 @@ void cm_logmem_release(struct cm_logmem *m, void *p, size_t got);
  * taken then, and may pass the bound by its own size). A refusal is
  * counted as a hold. */
 bool cm_logmem_admit(struct cm_logmem *m, uint64_t len);
+/* May a request whose answer may read a payload back from disk go on now
+ * (a receive: what it matches, and so the size, is known only once it is
+ * dispatched)? True while at most half the bound is live, so a read-back
+ * of up to half the bound stays within it (a larger one may pass it by
+ * its own size less half the bound). A refusal is counted as a hold. */
+bool cm_logmem_admit_read_back(struct cm_logmem *m);
 /* Live bytes are past this fraction of the bound (in 1/256ths). */
 bool cm_logmem_over(const struct cm_logmem *m, unsigned per256);
 void cm_logmem_stats(struct cm_logmem *m, struct cm_logmem_stats *out);
