@@ -15,6 +15,11 @@
 #    the CM's peak and the standby's must both stay within 40 MiB, also when
 #    the CM is killed and the standby takes over (mono and multiplexer).
 #
+# In every job, the log memory a CM reports at its end ("log memory: bound B
+# bytes, peak P in use", cmserver --verbose) must stay within B plus one
+# message of the run (4 MiB: with two ranks, two threads may each take one
+# in at the same instant) plus 1 MiB of block rounding.
+#
 # Every job must end with status 0 and the program's summary, and leave
 # nothing in its $TMPDIR (a fresh directory of this test's; the CMs' spill
 # stores and journals go there).
@@ -47,6 +52,7 @@ LOG_MEM=512MiB
 BOUND_KIB=$((1024 * 1024))        # the assertion: 1 GiB
 FT_LOG_MEM=8MiB                   # the --cm-restart and --cm-standby jobs'
 FT_BOUND_KIB=$((40 * 1024))       # their assertion: 40 MiB a process
+LOG_SLACK=$(((4 + 1) << 20))      # over a CM's reported log peak, bytes
 CEILING_KIB=$((3 * 1024 * 1024))  # past this the CM is killed: 3 GiB
 JOB_TIMEOUT=120                   # cmrun --timeout, seconds
 ITERS=${CM_LOG_BOUND_ITERS:-4}    # bidir_window iterations per size
@@ -101,7 +107,7 @@ run_job() {
 	local tmp=$work/$name.tmp out=$work/$name.out err=$work/$name.err
 	mkdir "$tmp"
 	local start=$SECONDS
-	TMPDIR=$tmp "$CMRUN" -n 2 -v "$@" --log-mem "$log_mem" \
+	TMPDIR=$tmp "$CMRUN" -n 2 -vv "$@" --log-mem "$log_mem" \
 		--timeout "${JOB_TIMEOUT}s" "$prog" "$iters" >"$out" 2>"$err" </dev/null &
 	cmrun_pid=$!
 	local -A peak=() role=()
@@ -141,6 +147,14 @@ run_job() {
 				"$((bound / 1024)) MiB with --log-mem $log_mem"
 	done
 	echo "$name: peak RSS${peaks} bound $((bound / 1024)) MiB; exit status $status, $secs s"
+	# cmserver --verbose at a clean end (a killed CM says nothing).
+	local limit log_peak
+	while read -r limit log_peak; do
+		echo "$name: a CM's log memory peaked at $log_peak bytes (bound $limit)"
+		[ "$log_peak" -le $((limit + LOG_SLACK)) ] ||
+			fail "$name: log memory peak $log_peak bytes > $limit + $LOG_SLACK"
+	done < <(sed -n 's/.*log memory: bound \([0-9]*\) bytes, peak \([0-9]*\) in use.*/\1 \2/p' "$err")
+	grep -q 'log memory: bound' "$err" || fail "$name: no CM reported its log memory"
 	[ "$cms" -gt 0 ] || fail "$name: no cmserver pid in cmrun -v's output: $(head -5 "$err")"
 	case " $* " in
 	*" --cm-standby "*) [ "$standbys" -gt 0 ] || fail "$name: no standby seen" ;;
