@@ -425,8 +425,8 @@ int cm_session_next_frame(struct cm_session *s, struct cm_frame *f)
 			    !cm_logmem_admit_read_back(s->core->cfg.mem)) {
 				/* Backpressure: what it matches may be on disk (spilled,
 				 * or in the journal), read back into a new buffer; past
-				 * half the bound it waits until output drains or the
-				 * log gives memory back. */
+				 * half the bound it waits until the read-backs already
+				 * queued are written (logmem.h). */
 				s->held = true;
 				compact(s);
 				return 0;
