@@ -426,8 +426,10 @@ int cm_session_next_frame(struct cm_session *s, struct cm_frame *f)
 				/* Backpressure: what it matches may be on disk (spilled,
 				 * or in the journal), read back into a new buffer; past
 				 * half the bound it waits until the read-backs already
-				 * queued are written (logmem.h). */
+				 * queued are written (logmem.h), which spilling the
+				 * logs would not hasten. */
 				s->held = true;
+				s->held_output = true;
 				compact(s);
 				return 0;
 			}
