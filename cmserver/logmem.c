@@ -226,11 +226,8 @@ bool cm_logmem_admit_read_back(struct cm_logmem *m)
 {
 	if (m == NULL)
 		return true;
-	if (__atomic_load_n(&m->live, __ATOMIC_RELAXED) <= m->limit / 2 ||
-	    __atomic_load_n(&m->read_back, __ATOMIC_RELAXED) == 0)
-		return true;
-	__atomic_add_fetch(&m->held, 1, __ATOMIC_RELAXED);
-	return false;
+	return __atomic_load_n(&m->live, __ATOMIC_RELAXED) <= m->limit / 2 ||
+	       __atomic_load_n(&m->read_back, __ATOMIC_RELAXED) == 0;
 }
 
 bool cm_logmem_over(const struct cm_logmem *m, unsigned per256)

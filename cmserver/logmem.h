@@ -53,8 +53,9 @@ void cm_logmem_read_back_done(struct cm_logmem *m, size_t got);
  * outstanding: a request waits only for read-backs its receivers are
  * being written, never for memory that only the progress of a rank
  * (maybe the one waiting) gives back -- such as the partial payload of a
- * re-executing sender. So read-backs take the bound at most by one
- * payload each. A refusal is counted as a hold. */
+ * re-executing sender. So a read-back passes the bound only when taken
+ * while none other was outstanding, by its own size at most. (Not
+ * counted as a hold: those count senders.) */
 bool cm_logmem_admit_read_back(struct cm_logmem *m);
 /* Live bytes are past this fraction of the bound (in 1/256ths). */
 bool cm_logmem_over(const struct cm_logmem *m, unsigned per256);
