@@ -392,8 +392,10 @@ int cm_session_filling(const struct cm_session *s);
  * collection, none of which needs s to be read. */
 int cm_session_held(const struct cm_session *s);
 /* Held because s's queued answers passed CM_OUTQ_CTRL_MAX (its peer does
- * not read them), not for log memory: its writer draining the queue is
- * what frees it, so the engine need not relieve the logs meanwhile. */
+ * not read them), or because its next frame is a receive that waits for
+ * the read-backs queued to be written (logmem.h), not for memory the logs
+ * can give back: writers draining queues is what frees it, so the engine
+ * need not relieve the logs meanwhile. */
 int cm_session_held_output(const struct cm_session *s);
 /* While a sender is held, the engine offers every rank's log the chance to
  * give memory back (each call in DEST(rank)): delivered payloads past the

@@ -33,6 +33,7 @@ struct cm_buf {
 	 * with direct I/O straight from here (no copy into the page cache). */
 	uint8_t *data;
 	bool aligned;
+	bool read_back; /* counted as one (cm_logmem_read_back_start) */
 	/* Journaled in an extent of its own (cm_journal_ops.reserve), or
 	 * CM_NO_EXTENT. Set once, under DEST(dst), before it is shared. */
 	uint64_t extent;

@@ -35,6 +35,7 @@ struct cm_buf *cm_buf_new(struct cm_logmem *mem, uint32_t len)
 	if (aligned && ((uintptr_t)b->data & (CM_BUF_ALIGN - 1)) != 0)
 		aligned = false;
 	b->aligned = aligned;
+	b->read_back = false;
 	b->mem = mem;
 	b->alloc = got;
 	b->refs = 1;
@@ -55,6 +56,8 @@ void cm_buf_unref(struct cm_buf *b)
 {
 	if (b && __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) == 0) {
 		cm_cut_waiters_free(b); /* a partial payload nobody completed */
+		if (b->read_back)
+			cm_logmem_read_back_done(b->mem, b->alloc);
 		cm_logmem_release(b->mem, b, b->alloc);
 	}
 }

@@ -421,6 +421,18 @@ int cm_session_next_frame(struct cm_session *s, struct cm_frame *f)
 			return 1;
 
 		default: /* RECV_REQ, PROBE, BYE, EVENT_ACK: header only */
+			if (h.type == CM_T_RECV_REQ && s->core->cfg.spill &&
+			    !cm_logmem_admit_read_back(s->core->cfg.mem)) {
+				/* Backpressure: what it matches may be on disk (spilled,
+				 * or in the journal), read back into a new buffer; past
+				 * half the bound it waits until the read-backs already
+				 * queued are written (logmem.h), which spilling the
+				 * logs would not hasten. */
+				s->held = true;
+				s->held_output = true;
+				compact(s);
+				return 0;
+			}
 			if (h.type == CM_T_RECV_REQ || h.type == CM_T_PROBE)
 				/* What bounds the delivery record (cm_rec_slot). */
 				__atomic_add_fetch(&s->core->dests[s->rank].posted, 1,

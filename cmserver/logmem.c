@@ -37,6 +37,7 @@ struct cm_logmem {
 	uint64_t limit;
 	uint64_t live;                           /* atomic */
 	uint64_t peak_live, reused, fresh, held; /* atomic */
+	uint64_t read_back;                      /* atomic: bytes of outstanding read-backs */
 	pthread_mutex_t mu;
 	uint64_t cached; /* under mu (read atomically for stats) */
 	struct block *free_list[NCLASSES];
@@ -207,6 +208,26 @@ bool cm_logmem_admit(struct cm_logmem *m, uint64_t len)
 		return true;
 	__atomic_add_fetch(&m->held, 1, __ATOMIC_RELAXED);
 	return false;
+}
+
+void cm_logmem_read_back_start(struct cm_logmem *m, size_t got)
+{
+	if (m)
+		__atomic_add_fetch(&m->read_back, got, __ATOMIC_RELAXED);
+}
+
+void cm_logmem_read_back_done(struct cm_logmem *m, size_t got)
+{
+	if (m)
+		__atomic_sub_fetch(&m->read_back, got, __ATOMIC_RELAXED);
+}
+
+bool cm_logmem_admit_read_back(struct cm_logmem *m)
+{
+	if (m == NULL)
+		return true;
+	return __atomic_load_n(&m->live, __ATOMIC_RELAXED) <= m->limit / 2 ||
+	       __atomic_load_n(&m->read_back, __ATOMIC_RELAXED) == 0;
 }
 
 bool cm_logmem_over(const struct cm_logmem *m, unsigned per256)

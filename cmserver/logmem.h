@@ -42,6 +42,21 @@ void cm_logmem_release(struct cm_logmem *m, void *p, size_t got);
  * taken then, and may pass the bound by its own size). A refusal is
  * counted as a hold. */
 bool cm_logmem_admit(struct cm_logmem *m, uint64_t len);
+/* Read-backs: buffers a payload on disk (spill store, journal) is read
+ * into to be written to a receiver, charged like any other and counted
+ * apart from start (once allocated) to done (once released). */
+void cm_logmem_read_back_start(struct cm_logmem *m, size_t got);
+void cm_logmem_read_back_done(struct cm_logmem *m, size_t got);
+/* May a request whose answer may read a payload back go on now (a receive:
+ * what it matches, and so the size, is known only once it is dispatched)?
+ * True while at most half the bound is live, or while no read-back is
+ * outstanding: a request waits only for read-backs its receivers are
+ * being written, never for memory that only the progress of a rank
+ * (maybe the one waiting) gives back -- such as the partial payload of a
+ * re-executing sender. So a read-back passes the bound only when taken
+ * while none other was outstanding, by its own size at most. (Not
+ * counted as a hold: those count senders.) */
+bool cm_logmem_admit_read_back(struct cm_logmem *m);
 /* Live bytes are past this fraction of the bound (in 1/256ths). */
 bool cm_logmem_over(const struct cm_logmem *m, unsigned per256);
 void cm_logmem_stats(struct cm_logmem *m, struct cm_logmem_stats *out);

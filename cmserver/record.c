@@ -93,6 +93,9 @@ bool cm_emit_entry(struct cm_core *core, struct cm_entry *e, struct cm_session *
 		cm_buf_unref(b);
 		return false;
 	}
+	/* What a receive waits for past half the bound (input.c). */
+	b->read_back = true;
+	cm_logmem_read_back_start(core->cfg.mem, b->alloc);
 	e->payload = b;
 	cm_emit_deliver(e, to, req_id);
 	e->payload = NULL;

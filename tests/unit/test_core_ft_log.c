@@ -4,6 +4,8 @@
  * to the spill store. The replay itself is test_core_ft.c's. */
 #include "test_core_ft.h"
 
+#include "logmem.h"
+
 #include <stdbool.h>
 
 /* A replay of a message --log-mem dropped fails cleanly. */
@@ -303,6 +305,57 @@ START_TEST(test_event_refused)
 }
 END_TEST
 
+/* A receive past half the log memory's bound waits while a payload read
+ * back from the spill store is still queued for writing, and only then:
+ * memory nothing but a rank's progress frees (here a message the store
+ * refuses, kept) does not hold it. The bound is tiny: one small payload's
+ * buffer passes half of it. */
+START_TEST(test_receive_waits_for_read_back)
+{
+	memset(&fake, 0, sizeof fake);
+	cm_core_free(H.core);
+	struct cm_logmem *mem = cm_logmem_new(100);
+	ck_assert_ptr_nonnull(mem);
+	struct cm_core_config cfg = {.max_payload = H_MAX_PAYLOAD,
+	                             .log_mem = 0, /* delivered payloads go to the store */
+	                             .mem = mem,
+	                             .hooks = {.ctx = &H, .wake = h_wake},
+	                             .spill = &fake_spill};
+	memcpy(cfg.secret, H_SECRET, CM_SECRET_LEN);
+	H.core = cm_core_new(&cfg);
+	ck_assert_ptr_nonnull(H.core);
+	struct cm_session *a = join(0, 2), *b = join(1, 2);
+	post(b, 1, 0, 1, 0, 0);
+	send_str(a, 0, 1, 1, 0, "first");
+	expect_deliver(b, 0, 1, 0, "first");
+	post(b, 1, 0, 1, 0, 1);
+	send_str(a, 0, 1, 1, 1, "second");
+	expect_deliver(b, 0, 1, 1, "second");
+	ck_assert_int_eq(fake.puts, 2);
+	close_sess(b);
+	/* Longer than the store takes: stays in memory, past half the bound. */
+	send_str(a, 0, 0, 9, 2, "a message nobody receives in this test");
+	struct cm_logmem_stats st;
+	cm_logmem_stats(mem, &st);
+	ck_assert_uint_gt(st.live, st.limit / 2);
+
+	struct cm_session *b1 = join_inc(1, 2, 1, NULL);
+	post(b1, 1, 0, 1, 0, 0); /* no read-back outstanding: answered */
+	post(b1, 1, 0, 1, 0, 1); /* the first one's is: held */
+	ck_assert(cm_session_held(b1));
+	ck_assert(cm_session_held_output(b1)); /* relieving the logs would not help */
+	expect_deliver(b1, 0, 1, 0, "first");  /* written: its buffer freed */
+	cm_session_input(b1, 0);
+	ck_assert(!cm_session_held(b1));
+	expect_deliver(b1, 0, 1, 1, "second");
+	ck_assert_int_eq(fake.gets, 2);
+	teardown();
+	cm_logmem_free(mem);
+	h_init(&H, UINT64_MAX); /* for the fixture's teardown */
+	nsessions = 0;
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("core_ft_log");
@@ -313,6 +366,7 @@ int main(void)
 	tcase_add_test(t, test_trim_clamped);
 	tcase_add_test(t, test_spilled_replay);
 	tcase_add_test(t, test_spill_collected);
+	tcase_add_test(t, test_receive_waits_for_read_back);
 	tcase_add_test(t, test_trimmed_replay);
 	tcase_add_test(t, test_events_two_restarts);
 	tcase_add_test(t, test_event_before_msg);
