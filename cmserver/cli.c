@@ -132,6 +132,12 @@ static const struct cmdline_opt cmserver_opts[] = {
              "before answering, and first recover the state FILE\n"
              "holds: a CM restarted on the same FILE goes on where\n"
              "the dead one stopped (cmrun --cm-restart passes it)"},
+    {"journal-scratch", .kind = CMDLINE_FLAG, .field = AT(journal_scratch, bool),
+     .help = "with --journal: make FILE's directory if it is missing,\n"
+             "and remove FILE (and its directory once empty) when the\n"
+             "CM ends cleanly: a journal that only this job needs, on a\n"
+             "host whose files cmrun cannot reach (cmrun passes it to\n"
+             "the CMs and standbys it starts on other hosts)"},
     {"mirror", .kind = CMDLINE_STRING, .meta = "HOST:PORT", .field = AT(mirror_text, const char *),
      .help = "with --journal: copy every journal write to the standby\n"
              "at HOST:PORT (a cmserver --standby on another host) and\n"
@@ -215,6 +221,8 @@ int cmserver_parse_args(int argc, char **argv, struct cmserver_args *a, struct c
 		                    "port 0-65535)",
 		                    a->listen_text);
 	char why[128];
+	if (a->journal_scratch && a->journal_path == NULL)
+		return cmdline_fail(st, "--journal-scratch needs --journal FILE");
 	if ((a->mirror_text || a->standby) && a->journal_path == NULL)
 		return cmdline_fail(st, "%s needs --journal FILE",
 		                    a->standby ? "--standby" : "--mirror");

@@ -18,7 +18,7 @@ struct cmserver_args {
 	const char *journal_path;             /* --journal FILE, or NULL */
 	const char *mirror_text;              /* --mirror ADDR: the standby, or NULL */
 	long ready_fd, report_fd, world_size; /* -1 / 0: not given */
-	bool no_unix, no_spill, standby;
+	bool no_unix, no_spill, standby, journal_scratch;
 	int verbosity;
 	uint64_t max_message, log_mem, cut_through_min;
 	/* Derived: */

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 const struct cm_engine cm_engines[] = {
@@ -66,6 +67,44 @@ static int open_listeners(const struct sockaddr_in *addr, const char *listen_tex
 	where[len++] = ' ';
 	cm_format_any(&unix_bound, where + len, wherelen - len);
 	return 0;
+}
+
+/* --journal-scratch: the journal's directory (a private one cmrun named
+ * on its own host, maybe missing on this one), made if missing, mode 0700:
+ * the journal holds the job's messages. 0, or -1 said. */
+static int scratch_dir_make(const char *path)
+{
+	char dir[PATH_MAX];
+	if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) {
+		cm_err("--journal %s: path too long", path);
+		return -1;
+	}
+	char *slash = strrchr(dir, '/');
+	if (slash == NULL || slash == dir)
+		return 0;
+	*slash = '\0';
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		cm_err("--journal-scratch: cannot make %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* After a clean end: nothing will recover from the journal any more. The
+ * directory goes once the last journal in it has (other CMs of the job
+ * may share it). */
+static void scratch_remove(const char *path)
+{
+	char other[PATH_MAX + 8];
+	unlink(path);
+	snprintf(other, sizeof other, "%s.data", path);
+	unlink(other);
+	snprintf(other, sizeof other, "%s", path);
+	char *slash = strrchr(other, '/');
+	if (slash != NULL && slash != other) {
+		*slash = '\0';
+		(void)rmdir(other);
+	}
 }
 
 int main(int argc, char **argv)
@@ -137,6 +176,11 @@ int main(int argc, char **argv)
 	}
 	opts.mem = mem;
 	const char *journal_path = a.journal_path;
+	if (a.journal_scratch && scratch_dir_make(journal_path) < 0) {
+		cm_spill_store_close(spill);
+		cm_logmem_free(mem);
+		return 1;
+	}
 	if (journal_path && !a.standby) {
 		char jwhy[256 + PATH_MAX];
 		opts.journal =
@@ -197,6 +241,8 @@ int main(int argc, char **argv)
 			cm_spill_store_close(spill);
 			cm_logmem_free(mem);
 			cm_monitor_free(opts.monitor);
+			if (end == CM_STANDBY_NOT_NEEDED && a.journal_scratch)
+				scratch_remove(journal_path);
 			return end == CM_STANDBY_NOT_NEEDED ? 0 : 1;
 		}
 	}
@@ -211,5 +257,7 @@ int main(int argc, char **argv)
 	cm_logmem_log_summary(mem);
 	cm_logmem_free(mem);
 	cm_monitor_free(opts.monitor);
+	if (status == 0 && a.journal_scratch)
+		scratch_remove(journal_path);
 	return status;
 }

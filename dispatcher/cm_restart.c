@@ -69,7 +69,9 @@ void cmft_close(struct job *job)
 	if (job->journal_dir == NULL)
 		return;
 	/* Whatever the CMs left there: journals and anything they keep next
-	 * to them. */
+	 * to them. A CM started through a launcher removes its own journal,
+	 * and the directory once empty, at its clean end (--journal-scratch):
+	 * on a host that shares this file system it may be gone already. */
 	DIR *d = opendir(job->journal_dir);
 	struct dirent *e;
 	while (d && (e = readdir(d)) != NULL)
@@ -79,7 +81,7 @@ void cmft_close(struct job *job)
 			               e->d_name, strerror(errno));
 	if (d)
 		closedir(d);
-	if (rmdir(job->journal_dir) < 0)
+	if (rmdir(job->journal_dir) < 0 && errno != ENOENT)
 		output_message("warning: cannot remove the CM journal directory %s: %s",
 		               job->journal_dir, strerror(errno));
 	free(job->journal_dir);

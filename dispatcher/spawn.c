@@ -751,6 +751,10 @@ int spawn_cm(struct job *job, struct cm_proc *cm)
 	if (journal[0]) {
 		argv[argc++] = "--journal";
 		argv[argc++] = journal;
+		/* cmrun made the directory on its own host only, and removes
+		 * only what it finds there. */
+		if (cm->remote)
+			argv[argc++] = "--journal-scratch";
 	}
 	const struct cm_proc *sb = mirror_for(job, cm);
 	if (cm->is_standby)
