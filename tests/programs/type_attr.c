@@ -8,7 +8,8 @@
  * the order they ran (compared with integration/type_attr.expected):
  * a copy callback that makes a new value, MPI_TYPE_DUP_FN, a keyval that is
  * never copied, a value replaced (the old one deleted), an attribute on a
- * predefined type, a keyval freed while an attribute still uses it, a
+ * predefined type, a keyval freed while an attribute still uses it (a
+ * keyval created next sees no value, though it may get the same handle), a
  * delete callback that fails (MPI_Type_free then fails and the type
  * lives), and the keyval kinds kept apart (a communicator keyval on a
  * type, a type keyval on a communicator: MPI_ERR_KEYVAL). Then rank 0
@@ -110,6 +111,13 @@ int main(int argc, char **argv)
 	TU_MPI(MPI_Type_set_attr(MPI_INT, k_none, (void *)(intptr_t)9));
 	TU_MPI(MPI_Type_free_keyval(&k_none));
 	TU_CHECK(k_none == MPI_KEYVAL_INVALID, "freed keyval not MPI_KEYVAL_INVALID");
+	/* A keyval created now may reuse keyval 3's handle: the value cached
+	 * under keyval 3 is not its. */
+	int k_new;
+	TU_MPI(
+	    MPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, MPI_TYPE_NULL_DELETE_FN, &k_new, NULL));
+	note("  a new keyval on MPI_INT: %ld\n", get(MPI_INT, k_new));
+	TU_MPI(MPI_Type_free_keyval(&k_new));
 	TU_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 
 	/* Keyvals of one kind are invalid on the other. */
