@@ -1,9 +1,10 @@
 /* MPI_Pack_external, MPI_Unpack_external, MPI_Pack_external_size: the
  * portable "external32" representation (MPI-3.1, 13.5.2), the one every
  * MPI reads alike: each basic element big-endian at its standard size
- * (LONG and UNSIGNED_LONG 8 bytes, WCHAR 4, AINT, OFFSET and COUNT 8), IEEE
- * floats, long double as IEEE binary128, complex numbers as their two
- * parts, no gaps.
+ * (MPI-3.1 table 13.2: LONG and UNSIGNED_LONG 4 bytes, WCHAR 4, AINT,
+ * OFFSET and COUNT 8), IEEE floats, long double as IEEE binary128, complex
+ * numbers as their two parts, no gaps. A long that does not fit in 4 bytes
+ * has no external32 form: packing it is MPI_ERR_ARG, not a silent cut.
  *
  * The packed runs (struct cm_mpi_block) know an element's size but not its
  * kind (a 16-byte element may be a double complex or a long double), so the
@@ -20,7 +21,9 @@
 
 /* ---- one predefined element and its external form ---- */
 
-enum part_kind { PART_PLAIN, PART_LONG_DOUBLE };
+/* PART_SIGNED, PART_UNSIGNED: an integer whose external size is smaller
+ * than its native one (a long of 8 bytes, 4 in external32). */
+enum part_kind { PART_PLAIN, PART_LONG_DOUBLE, PART_SIGNED, PART_UNSIGNED };
 
 /* A predefined element is one or two parts (complex numbers, value-int
  * pairs), each converted on its own. */
@@ -36,7 +39,7 @@ static const struct {
 	MPI_Datatype type;
 	size_t external;
 } standard_size[] = {
-    {MPI_LONG, 8}, {MPI_UNSIGNED_LONG, 8}, {MPI_WCHAR, 4}, {MPI_C_BOOL, 1},
+    {MPI_LONG, 4}, {MPI_UNSIGNED_LONG, 4}, {MPI_WCHAR, 4}, {MPI_C_BOOL, 1},
     {MPI_AINT, 8}, {MPI_OFFSET, 8},        {MPI_COUNT, 8},
 };
 
@@ -52,6 +55,17 @@ static struct ext_layout part_of(enum part_kind kind, size_t native)
 {
 	return (struct ext_layout){
 	    .nparts = 1, .part = {{kind, native, kind == PART_LONG_DOUBLE ? 16 : native}}};
+}
+
+/* A long (alone or in MPI_LONG_INT): 4 external bytes, narrowed from a
+ * wider native one. */
+static struct ext_layout long_part(enum part_kind kind, size_t native)
+{
+	struct ext_layout l = part_of(native > 4 ? kind : PART_PLAIN, native);
+	l.part[0].external = 4;
+	if (native < 4)
+		l.nparts = 0;
+	return l;
 }
 
 /* The external layout of a predefined type; nparts 0: no external32 form
@@ -71,11 +85,17 @@ static struct ext_layout layout_of(const struct cm_mpi_datatype *b)
 		return l;
 	}
 	if (b->nblocks == 2) { /* a pair: the value, then an int */
-		struct ext_layout l = part_of(value_kind, b->blocks[0].elem_size);
+		size_t value = b->blocks[0].elem_size;
+		struct ext_layout l =
+		    h == MPI_LONG_INT ? long_part(PART_SIGNED, value) : part_of(value_kind, value);
+		if (l.nparts == 0)
+			return l;
 		l.part[1] = part_of(PART_PLAIN, b->blocks[1].elem_size).part[0];
 		l.nparts = 2;
 		return l;
 	}
+	if (h == MPI_LONG || h == MPI_UNSIGNED_LONG)
+		return long_part(h == MPI_LONG ? PART_SIGNED : PART_UNSIGNED, b->size);
 	struct ext_layout l = part_of(value_kind, b->size);
 	for (size_t i = 0; i < sizeof standard_size / sizeof standard_size[0]; i++)
 		if (standard_size[i].type == h && standard_size[i].external != b->size)
@@ -165,6 +185,30 @@ static void long_double_in(unsigned char *dst, const unsigned char *src)
 	dst[9] = (unsigned char)(sign_exp >> 8);
 }
 
+/* A native integer (n bytes, host order) -> 4 big-endian bytes; 0 if its
+ * value does not fit in them. */
+static int narrow_out(unsigned char *dst, const unsigned char *src, size_t n, int is_signed)
+{
+	unsigned char v[8];
+	swap_copy(v, src, n); /* big-endian: the low 4 bytes last */
+	unsigned char fill = is_signed && (v[n - 4] & 0x80) ? 0xff : 0;
+	for (size_t i = 0; i < n - 4; i++)
+		if (v[i] != fill)
+			return 0;
+	memcpy(dst, v + n - 4, 4);
+	return 1;
+}
+
+/* 4 big-endian bytes -> a native integer of n bytes, sign- or
+ * zero-extended. */
+static void widen_in(unsigned char *dst, const unsigned char *src, size_t n, int is_signed)
+{
+	unsigned char v[8];
+	memset(v, is_signed && (src[0] & 0x80) ? 0xff : 0, n - 4);
+	memcpy(v + n - 4, src, 4);
+	swap_copy(dst, v, n);
+}
+
 /* ---- the type map as runs of one predefined type ---- */
 
 struct ext_run {
@@ -228,16 +272,24 @@ static size_t item_external(const ext_runs *runs)
 }
 
 /* One item between its native packed form and external32; to_external
- * selects the direction. Returns the bytes of the native form passed. */
+ * selects the direction. Returns the bytes of the native form passed;
+ * *out_of_range set if a value has no external form. */
 static size_t convert_item(const ext_runs *runs, unsigned char *native, unsigned char *ext,
-                           int to_external)
+                           int to_external, int *out_of_range)
 {
 	unsigned char *start = native;
 	for (size_t i = 0; i < runs->n; i++) {
 		const struct ext_layout *l = &runs->items[i].layout;
 		for (size_t k = 0; k < runs->items[i].n; k++) {
 			for (int p = 0; p < l->nparts; p++) {
-				if (l->part[p].kind == PART_LONG_DOUBLE && to_external)
+				enum part_kind kind = l->part[p].kind;
+				int is_signed = kind == PART_SIGNED;
+				if ((kind == PART_SIGNED || kind == PART_UNSIGNED) && to_external) {
+					if (!narrow_out(ext, native, l->part[p].native, is_signed))
+						*out_of_range = 1;
+				} else if (kind == PART_SIGNED || kind == PART_UNSIGNED)
+					widen_in(native, ext, l->part[p].native, is_signed);
+				else if (l->part[p].kind == PART_LONG_DOUBLE && to_external)
 					long_double_out(ext, native);
 				else if (l->part[p].kind == PART_LONG_DOUBLE)
 					long_double_in(native, ext);
@@ -305,6 +357,7 @@ static int transfer(const struct cm_mpi_datatype *t, const ext_runs *runs, void 
 	unsigned char *native = malloc(per_batch * t->size);
 	if (!native)
 		return MPI_ERR_NO_MEM;
+	int out_of_range = 0;
 	for (size_t first = 0; first < count; first += per_batch) {
 		size_t n = count - first < per_batch ? count - first : per_batch;
 		void *at = cm_mpi_addr(items, (MPI_Aint)first * t->extent);
@@ -312,12 +365,14 @@ static int transfer(const struct cm_mpi_datatype *t, const ext_runs *runs, void 
 			cm_mpi_pack(t, at, n, native);
 		unsigned char *p = native;
 		for (size_t i = 0; i < n; i++, ext += item)
-			p += convert_item(runs, p, ext, to_external);
+			p += convert_item(runs, p, ext, to_external, &out_of_range);
+		if (out_of_range)
+			break;
 		if (!to_external)
 			cm_mpi_unpack(t, native, n * t->size, at);
 	}
 	free(native);
-	return MPI_SUCCESS;
+	return out_of_range ? MPI_ERR_ARG : MPI_SUCCESS;
 }
 
 int MPI_Pack_external(const char datarep[], const void *inbuf, int incount, MPI_Datatype datatype,

@@ -5,14 +5,14 @@
  *
  * Rank 0 packs one value of several predefined types and prints the bytes
  * (the standard's big-endian forms, compared with
- * integration/pack_external.expected: an int, a long of 8 bytes, IEEE
- * floats, long double as binary128, complex parts, a value-int pair, a bool,
- * a wide char), round-trips special long doubles, packs three items of a
+ * integration/pack_external.expected: an int, a long (4 bytes in
+ * external32, MPI-3.1 table 13.2), IEEE floats, long double as binary128, complex parts, a
+ * value-int pair, a bool, a wide char), round-trips special long doubles, packs three items of a
  * struct of mixed types with a gap after each, checks the size against
  * MPI_Pack_external_size, unpacks them into a zeroed buffer and compares
  * every field, and checks the errors (another datarep, too little room, an
- * uncommitted type). Then it sends the packed struct items to rank 1 as
- * bytes; rank 1 unpacks them and checks every field. Only rank 0 prints.
+ * uncommitted type, a long that does not fit in 4 bytes). Then it sends the packed struct items to
+ * rank 1 as bytes; rank 1 unpacks them and checks every field. Only rank 0 prints.
  *
  *   PE_KILL=1   rank 1 raises SIGKILL after its receive (first incarnation
  *               only); its restart must get the same bytes from the log. */
@@ -141,6 +141,15 @@ int main(int argc, char **argv)
 		wchar_t w = L'A';
 		print_packed("int 0x01020304", &i, MPI_INT);
 		print_packed("long -2", &l, MPI_LONG);
+		unsigned long ul = 0xfffffffful;
+		print_packed("unsigned long 0xffffffff", &ul, MPI_UNSIGNED_LONG);
+		struct {
+			long v;
+			int i;
+		} li = {-3, 9};
+		print_packed("long_int {-3, 9}", &li, MPI_LONG_INT);
+		int two[2] = {1, 2};
+		print_packed("2int {1, 2}", two, MPI_2INT);
 		print_packed("short 0x0a0b", &s, MPI_SHORT);
 		print_packed("float 1.5", &f, MPI_FLOAT);
 		print_packed("double 1.0", &d, MPI_DOUBLE);
@@ -177,6 +186,15 @@ int main(int argc, char **argv)
 		cls = error_class(
 		    MPI_Pack_external("external32", &i, 1, loose, packed, item_size, &p));
 		printf("uncommitted type: %s\n", tu_err_name(cls));
+		if (sizeof(long) > 4) {
+			long big = 0x100000000l;
+			p = 0;
+			cls = error_class(MPI_Pack_external("external32", &big, 1, MPI_LONG, packed,
+			                                    item_size, &p));
+		} else {
+			cls = MPI_ERR_ARG; /* every long fits */
+		}
+		printf("long 2^32: %s\n", tu_err_name(cls));
 		TU_MPI(MPI_Type_free(&loose));
 		TU_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
 
