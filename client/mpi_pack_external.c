@@ -176,6 +176,10 @@ static void long_double_in(unsigned char *dst, const unsigned char *src)
 	uint64_t hi = load_be64(src), lo = load_be64(src + 8);
 	uint64_t sign_exp = hi >> 48;
 	uint64_t frac = (hi & 0xffffffffffffULL) << 15 | lo >> 49;
+	/* A NaN whose payload lies only in the bits cut off stays a NaN (a
+	 * quiet one), not infinity. */
+	if ((sign_exp & 0x7fff) == 0x7fff && frac == 0 && (lo & ((1ULL << 49) - 1)) != 0)
+		frac = 1ULL << 62;
 	uint64_t mant = frac | ((sign_exp & 0x7fff) != 0 ? 1ULL << 63 : 0);
 	memset(dst, 0, sizeof(long double));
 	for (int i = 0; i < 8; i++, mant >>= 8)

@@ -264,6 +264,14 @@ int main(int argc, char **argv)
 		round_trip("smallest subnormal", LDBL_TRUE_MIN);
 		round_trip("-infinity", -INFINITY);
 		round_trip("nan", NAN);
+		/* Another MPI's binary128 NaN with its payload in the low bits only
+		 * (below an 80-bit long double's fraction). */
+		const unsigned char low_nan[16] = {0x7f, 0xff, [15] = 1};
+		long double ln = 0;
+		MPI_Aint lpos = 0;
+		TU_MPI(
+		    MPI_Unpack_external("external32", low_nan, 16, &lpos, &ln, 1, MPI_LONG_DOUBLE));
+		printf("binary128 nan of low payload bits: %s\n", isnan(ln) ? "nan" : "not nan");
 		mixes();
 
 		MPI_Aint pos = 0, rpos = 0;
