@@ -21,8 +21,9 @@
 /* ---- one predefined element and its external form ---- */
 
 /* PART_SIGNED, PART_UNSIGNED: an integer whose external size is smaller
- * than its native one (a long of 8 bytes, 4 in external32). */
-enum part_kind { PART_PLAIN, PART_LONG_DOUBLE, PART_SIGNED, PART_UNSIGNED };
+ * than its native one (a long of 8 bytes, 4 in external32). PART_BOOL: a
+ * C _Bool, any nonzero byte true (only 0 and 1 are _Bool values). */
+enum part_kind { PART_PLAIN, PART_LONG_DOUBLE, PART_SIGNED, PART_UNSIGNED, PART_BOOL };
 
 /* A predefined element is one or two parts (complex numbers, value-int
  * pairs), each converted on its own. */
@@ -93,6 +94,8 @@ static struct ext_layout layout_of(const struct cm_mpi_datatype *b)
 		l.nparts = 2;
 		return l;
 	}
+	if (h == MPI_C_BOOL && b->size == 1)
+		return part_of(PART_BOOL, 1);
 	if (h == MPI_LONG || h == MPI_UNSIGNED_LONG)
 		return long_part(h == MPI_LONG ? PART_SIGNED : PART_UNSIGNED, b->size);
 	struct ext_layout l = part_of(value_kind, b->size);
@@ -278,6 +281,9 @@ static void convert_elements(const struct ext_layout *l, size_t n, struct ext_wa
 					w->out_of_range = 1;
 			} else if (narrow)
 				widen_in(w->native, w->ext, l->part[p].native, kind == PART_SIGNED);
+			else if (kind == PART_BOOL)
+				*(w->to_external ? w->ext : w->native) =
+				    *(w->to_external ? w->native : w->ext) != 0;
 			else if (kind == PART_LONG_DOUBLE && w->to_external)
 				long_double_out(w->ext, w->native);
 			else if (kind == PART_LONG_DOUBLE)

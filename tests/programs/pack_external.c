@@ -272,6 +272,14 @@ int main(int argc, char **argv)
 		TU_MPI(
 		    MPI_Unpack_external("external32", low_nan, 16, &lpos, &ln, 1, MPI_LONG_DOUBLE));
 		printf("binary128 nan of low payload bits: %s\n", isnan(ln) ? "nan" : "not nan");
+		/* external32's true is any nonzero byte; a _Bool holds 1. */
+		const unsigned char ext_two = 2;
+		_Bool tb = 0;
+		unsigned char tb_byte;
+		lpos = 0;
+		TU_MPI(MPI_Unpack_external("external32", &ext_two, 1, &lpos, &tb, 1, MPI_C_BOOL));
+		memcpy(&tb_byte, &tb, 1);
+		printf("bool from external 02: byte %02x\n", tb_byte);
 		mixes();
 
 		MPI_Aint pos = 0, rpos = 0;
