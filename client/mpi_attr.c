@@ -126,6 +126,12 @@ int cm_mpi_attr_delete_all(struct cm_mpi_attr **list, int handle)
 	return MPI_SUCCESS;
 }
 
+void cm_mpi_attr_discard_all(struct cm_mpi_attr **list)
+{
+	while (*list)
+		unlink_attr(list);
+}
+
 /* ---- keyvals ---- */
 
 static int create_keyval(MPI_Comm_copy_attr_function *copy_fn,
