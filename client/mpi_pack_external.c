@@ -63,7 +63,7 @@ static struct ext_layout long_part(enum part_kind kind, size_t native)
 {
 	struct ext_layout l = part_of(native > 4 ? kind : PART_PLAIN, native);
 	l.part[0].external = 4;
-	if (native < 4)
+	if (native < 4 || native > 8) /* narrow_out and widen_in take up to 8 */
 		l.nparts = 0;
 	return l;
 }
@@ -251,6 +251,8 @@ static int item_external(const struct cm_mpi_datatype *t, size_t *bytes)
 		return rc;
 	}
 	for (int i = 0; i < c->ntypes; i++) {
+		if (c->ints[1 + i] == 0)
+			continue; /* no element of it: whatever its kind */
 		size_t one;
 		int rc = item_external(c->types[i], &one);
 		if (rc)
