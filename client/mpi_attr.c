@@ -42,10 +42,13 @@ static int delete_value(int handle, struct cm_mpi_attr *a)
 	return a->kv->delete_fn(handle, a->keyval, a->value, a->kv->extra_state);
 }
 
-static struct cm_mpi_attr **find_attr(struct cm_mpi_attr **list, int keyval)
+/* By the keyval itself, not its handle: a freed keyval's handle names the
+ * next keyval created, and the attributes left under the old one must not
+ * show through it. */
+static struct cm_mpi_attr **find_attr(struct cm_mpi_attr **list, const struct cm_mpi_keyval *kv)
 {
 	struct cm_mpi_attr **link = list;
-	while (*link && (*link)->keyval != keyval)
+	while (*link && (*link)->kv != kv)
 		link = &(*link)->next;
 	return link;
 }
@@ -74,7 +77,7 @@ static void unlink_attr(struct cm_mpi_attr **link)
 static int list_set(struct cm_mpi_attr **list, int handle, int keyval, struct cm_mpi_keyval *kv,
                     void *value)
 {
-	struct cm_mpi_attr **link = find_attr(list, keyval);
+	struct cm_mpi_attr **link = find_attr(list, kv);
 	if (!*link)
 		return add_attr(list, keyval, kv, value);
 	int rc = delete_value(handle, *link);
@@ -84,9 +87,9 @@ static int list_set(struct cm_mpi_attr **list, int handle, int keyval, struct cm
 }
 
 /* MPI_*_delete_attr on a list: MPI_ERR_KEYVAL when nothing is cached. */
-static int list_delete(struct cm_mpi_attr **list, int handle, int keyval)
+static int list_delete(struct cm_mpi_attr **list, int handle, const struct cm_mpi_keyval *kv)
 {
-	struct cm_mpi_attr **link = find_attr(list, keyval);
+	struct cm_mpi_attr **link = find_attr(list, kv);
 	if (!*link)
 		return MPI_ERR_KEYVAL;
 	int rc = delete_value(handle, *link);
@@ -121,6 +124,12 @@ int cm_mpi_attr_delete_all(struct cm_mpi_attr **list, int handle)
 		unlink_attr(list);
 	}
 	return MPI_SUCCESS;
+}
+
+void cm_mpi_attr_discard_all(struct cm_mpi_attr **list)
+{
+	while (*list)
+		unlink_attr(list);
 }
 
 /* ---- keyvals ---- */
@@ -224,9 +233,10 @@ static int comm_delete_attr(MPI_Comm comm, int keyval, const char *func)
 	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
 	if (!c)
 		return cm_mpi_raise(NULL, MPI_ERR_COMM, func);
-	if (!cm_mpi_keyval_get(keyval, CM_KEYVAL_COMM) || is_predefined_key(keyval))
+	struct cm_mpi_keyval *kv = cm_mpi_keyval_get(keyval, CM_KEYVAL_COMM);
+	if (!kv || is_predefined_key(keyval))
 		return cm_mpi_raise(c, MPI_ERR_KEYVAL, func);
-	int rc = list_delete(&c->attrs, c->handle, keyval);
+	int rc = list_delete(&c->attrs, c->handle, kv);
 	return rc ? cm_mpi_raise(c, rc, func) : MPI_SUCCESS;
 }
 
@@ -274,7 +284,7 @@ int MPI_Type_get_attr(MPI_Datatype datatype, int type_keyval, void *attribute_va
 		rc = MPI_ERR_ARG;
 	if (rc)
 		return cm_mpi_raise(NULL, rc, "MPI_Type_get_attr");
-	struct cm_mpi_attr *a = *find_attr(list, type_keyval);
+	struct cm_mpi_attr *a = *find_attr(list, kv);
 	*flag = a != NULL;
 	if (a)
 		*(void **)attribute_val = a->value;
@@ -288,6 +298,6 @@ int MPI_Type_delete_attr(MPI_Datatype datatype, int type_keyval)
 	struct cm_mpi_keyval *kv;
 	int rc = type_and_keyval(datatype, type_keyval, &list, &kv);
 	if (!rc)
-		rc = list_delete(list, datatype, type_keyval);
+		rc = list_delete(list, datatype, kv);
 	return rc ? cm_mpi_raise(NULL, rc, "MPI_Type_delete_attr") : MPI_SUCCESS;
 }

@@ -404,11 +404,13 @@ int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void *attribute_val, int *
 		value = &attr_wtime_is_global;
 		break;
 	default:
-		if (!cm_mpi_keyval_get(comm_keyval, CM_KEYVAL_COMM))
+		const struct cm_mpi_keyval *kv = cm_mpi_keyval_get(comm_keyval, CM_KEYVAL_COMM);
+		if (!kv)
 			return cm_mpi_raise(c, MPI_ERR_KEYVAL, "MPI_Comm_get_attr");
 		*flag = 0;
+		/* By the keyval, not its handle (mpi_attr.c: find_attr). */
 		for (struct cm_mpi_attr *a = c->attrs; a; a = a->next) {
-			if (a->keyval == comm_keyval) {
+			if (a->kv == kv) {
 				*(void **)attribute_val = a->value;
 				*flag = 1;
 				break;

@@ -229,6 +229,9 @@ CM_HIDDEN void cm_mpi_keyval_unref(struct cm_mpi_keyval *kv);
 CM_HIDDEN int cm_mpi_attr_copy_all(struct cm_mpi_attr *from, int from_handle,
                                    struct cm_mpi_attr **to);
 CM_HIDDEN int cm_mpi_attr_delete_all(struct cm_mpi_attr **list, int handle);
+/* Drops whatever attributes the list still holds, without callbacks
+ * (MPI_Type_dup undoing a failed copy when a delete callback refuses). */
+CM_HIDDEN void cm_mpi_attr_discard_all(struct cm_mpi_attr **list);
 
 /* ---- errors (mpi_error.c) ---- */
 

@@ -593,7 +593,9 @@ int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype *newtype)
 	t->committed = old->committed;
 	rc = cm_mpi_attr_copy_all(*cm_mpi_type_attrs(oldtype), oldtype, &t->attrs);
 	if (rc) {
+		/* What a refusing delete callback leaves goes without it. */
 		cm_mpi_attr_delete_all(&t->attrs, t->handle);
+		cm_mpi_attr_discard_all(&t->attrs);
 		cm_mpi_type_drop_handle(t);
 		*newtype = MPI_DATATYPE_NULL;
 	}

@@ -5,14 +5,17 @@
  *
  * Rank 0 packs one value of several predefined types and prints the bytes
  * (the standard's big-endian forms, compared with
- * integration/pack_external.expected: an int, a long of 8 bytes, IEEE
- * floats, long double as binary128, complex parts, a value-int pair, a bool,
- * a wide char), round-trips special long doubles, packs three items of a
- * struct of mixed types with a gap after each, checks the size against
+ * integration/pack_external.expected: an int, a long (4 bytes in
+ * external32, MPI-3.1 table 13.2), IEEE floats, long double as binary128,
+ * complex parts, value-int pairs, a bool, a wide char), round-trips special
+ * long doubles, packs a vector of a struct of every kind of element
+ * (printing its first struct's bytes) and unpacks it, packs three items of
+ * a struct of mixed types with a gap after each, checks the size against
  * MPI_Pack_external_size, unpacks them into a zeroed buffer and compares
  * every field, and checks the errors (another datarep, too little room, an
- * uncommitted type). Then it sends the packed struct items to rank 1 as
- * bytes; rank 1 unpacks them and checks every field. Only rank 0 prints.
+ * uncommitted type, a long that does not fit in 4 bytes). Then it sends the
+ * packed struct items to rank 1 as bytes; rank 1 unpacks them and checks
+ * every field. Only rank 0 prints.
  *
  *   PE_KILL=1   rank 1 raises SIGKILL after its receive (first incarnation
  *               only); its restart must get the same bytes from the log. */
@@ -79,6 +82,102 @@ static MPI_Datatype rec_type(void)
 	return sized;
 }
 
+/* Every kind of element the external form treats apart, in one struct:
+ * sizes the standard fixes (bool, wide char, MPI_AINT, MPI_OFFSET,
+ * MPI_COUNT), complex parts, value-int pairs, with gaps between them. */
+struct mix {
+	_Bool b;
+	wchar_t w;
+	MPI_Aint a;
+	MPI_Offset o;
+	MPI_Count n;
+	float _Complex fz;
+	struct {
+		float v;
+		int i;
+	} fi;
+	struct {
+		short v;
+		int i;
+	} si;
+	struct {
+		long double v;
+		int i;
+	} ldi;
+};
+
+/* Two mixes, every other one of a vector, resized to span four (a
+ * struct inside a vector inside a resized type). */
+static MPI_Datatype mix_type(void)
+{
+	int len[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+	MPI_Aint disp[] = {
+	    offsetof(struct mix, b),  offsetof(struct mix, w),  offsetof(struct mix, a),
+	    offsetof(struct mix, o),  offsetof(struct mix, n),  offsetof(struct mix, fz),
+	    offsetof(struct mix, fi), offsetof(struct mix, si), offsetof(struct mix, ldi)};
+	MPI_Datatype types[] = {MPI_C_BOOL,    MPI_WCHAR,     MPI_AINT,
+	                        MPI_OFFSET,    MPI_COUNT,     MPI_C_FLOAT_COMPLEX,
+	                        MPI_FLOAT_INT, MPI_SHORT_INT, MPI_LONG_DOUBLE_INT};
+	MPI_Datatype s, sized, vec, t;
+	TU_MPI(MPI_Type_create_struct(9, len, disp, types, &s));
+	TU_MPI(MPI_Type_create_resized(s, 0, sizeof(struct mix), &sized));
+	TU_MPI(MPI_Type_vector(2, 1, 2, sized, &vec));
+	TU_MPI(MPI_Type_create_resized(vec, 0, 4 * sizeof(struct mix), &t));
+	TU_MPI(MPI_Type_free(&s));
+	TU_MPI(MPI_Type_free(&sized));
+	TU_MPI(MPI_Type_free(&vec));
+	TU_MPI(MPI_Type_commit(&t));
+	return t;
+}
+
+static void fill_mix(struct mix *m, int k)
+{
+	memset(m, 0, sizeof *m);
+	m->b = 1;
+	m->w = L'a' + k;
+	m->a = -2 - k;
+	m->o = 0x0102030405060708ll + k;
+	m->n = 3 + k;
+	m->fz = 1.0f + k - 2.0f * I;
+	m->fi.v = -1.0f;
+	m->fi.i = 4 + k;
+	m->si.v = (short)(-5 - k);
+	m->si.i = 6;
+	m->ldi.v = 1.0L + k;
+	m->ldi.i = -7;
+}
+
+/* The vector of mixes: printed (its first mix), unpacked and compared. */
+static void mixes(void)
+{
+	MPI_Datatype t = mix_type();
+	struct mix in[4], back[4];
+	for (int k = 0; k < 4; k++)
+		fill_mix(&in[k], k);
+	memset(back, 0, sizeof back);
+	unsigned char out[256];
+	MPI_Aint pos = 0, rpos = 0, size;
+	/* The data: in[0] and in[2]. */
+	TU_MPI(MPI_Pack_external("external32", in, 1, t, out, sizeof out, &pos));
+	TU_MPI(MPI_Pack_external_size("external32", 1, t, &size));
+	TU_CHECK(size == pos, "mix: size %ld, packed %ld", (long)size, (long)pos);
+	printf("mix vector: %ld bytes; the first mix:\n", (long)pos);
+	for (MPI_Aint i = 0; i < pos / 2; i++)
+		printf("%s%02x%s", i % 4 ? "" : " ", out[i], i % 16 == 15 ? "\n" : "");
+	printf("\n");
+	TU_MPI(MPI_Unpack_external("external32", out, pos, &rpos, back, 1, t));
+	int same = rpos == pos && back[1].b == 0 && back[3].b == 0; /* the gaps untouched */
+	for (int k = 0; k < 4; k += 2)
+		same = same && back[k].b == in[k].b && back[k].w == in[k].w &&
+		       back[k].a == in[k].a && back[k].o == in[k].o && back[k].n == in[k].n &&
+		       back[k].fz == in[k].fz && back[k].fi.v == in[k].fi.v &&
+		       back[k].fi.i == in[k].fi.i && back[k].si.v == in[k].si.v &&
+		       back[k].si.i == in[k].si.i && back[k].ldi.v == in[k].ldi.v &&
+		       back[k].ldi.i == in[k].ldi.i;
+	printf("mix vector unpacked %s\n", same ? "equal" : "different");
+	TU_MPI(MPI_Type_free(&t));
+}
+
 enum { ITEMS = 3 };
 
 static void fill(struct rec *r)
@@ -141,6 +240,15 @@ int main(int argc, char **argv)
 		wchar_t w = L'A';
 		print_packed("int 0x01020304", &i, MPI_INT);
 		print_packed("long -2", &l, MPI_LONG);
+		unsigned long ul = 0xfffffffful;
+		print_packed("unsigned long 0xffffffff", &ul, MPI_UNSIGNED_LONG);
+		struct {
+			long v;
+			int i;
+		} li = {-3, 9};
+		print_packed("long_int {-3, 9}", &li, MPI_LONG_INT);
+		int two[2] = {1, 2};
+		print_packed("2int {1, 2}", two, MPI_2INT);
 		print_packed("short 0x0a0b", &s, MPI_SHORT);
 		print_packed("float 1.5", &f, MPI_FLOAT);
 		print_packed("double 1.0", &d, MPI_DOUBLE);
@@ -156,6 +264,23 @@ int main(int argc, char **argv)
 		round_trip("smallest subnormal", LDBL_TRUE_MIN);
 		round_trip("-infinity", -INFINITY);
 		round_trip("nan", NAN);
+		/* Another MPI's binary128 NaN with its payload in the low bits only
+		 * (below an 80-bit long double's fraction). */
+		const unsigned char low_nan[16] = {0x7f, 0xff, [15] = 1};
+		long double ln = 0;
+		MPI_Aint lpos = 0;
+		TU_MPI(
+		    MPI_Unpack_external("external32", low_nan, 16, &lpos, &ln, 1, MPI_LONG_DOUBLE));
+		printf("binary128 nan of low payload bits: %s\n", isnan(ln) ? "nan" : "not nan");
+		/* external32's true is any nonzero byte; a _Bool holds 1. */
+		const unsigned char ext_two = 2;
+		_Bool tb = 0;
+		unsigned char tb_byte;
+		lpos = 0;
+		TU_MPI(MPI_Unpack_external("external32", &ext_two, 1, &lpos, &tb, 1, MPI_C_BOOL));
+		memcpy(&tb_byte, &tb, 1);
+		printf("bool from external 02: byte %02x\n", tb_byte);
+		mixes();
 
 		MPI_Aint pos = 0, rpos = 0;
 		TU_MPI(MPI_Pack_external("external32", want, ITEMS, rt, packed, item_size, &pos));
@@ -177,6 +302,15 @@ int main(int argc, char **argv)
 		cls = error_class(
 		    MPI_Pack_external("external32", &i, 1, loose, packed, item_size, &p));
 		printf("uncommitted type: %s\n", tu_err_name(cls));
+		if (sizeof(long) > 4) {
+			long big = 0x100000000l;
+			p = 0;
+			cls = error_class(MPI_Pack_external("external32", &big, 1, MPI_LONG, packed,
+			                                    item_size, &p));
+		} else {
+			cls = MPI_ERR_ARG; /* every long fits */
+		}
+		printf("long 2^32: %s\n", tu_err_name(cls));
 		TU_MPI(MPI_Type_free(&loose));
 		TU_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
 

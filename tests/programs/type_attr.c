@@ -8,12 +8,14 @@
  * the order they ran (compared with integration/type_attr.expected):
  * a copy callback that makes a new value, MPI_TYPE_DUP_FN, a keyval that is
  * never copied, a value replaced (the old one deleted), an attribute on a
- * predefined type, a keyval freed while an attribute still uses it, a
+ * predefined type, a keyval freed while an attribute still uses it (a
+ * keyval created next sees no value, though it may get the same handle), a
  * delete callback that fails (MPI_Type_free then fails and the type
  * lives), and the keyval kinds kept apart (a communicator keyval on a
- * type, a type keyval on a communicator: MPI_ERR_KEYVAL). Then rank 0
- * sends with a duplicated type to rank 1, which checks the data and the
- * attribute the duplicate carries.
+ * type, a type keyval on a communicator: MPI_ERR_KEYVAL), and a duplicate
+ * whose copy callbacks fail half-way (no type made, nothing leaked). Then
+ * rank 0 sends with a duplicated type to rank 1, which checks the data and
+ * the attribute the duplicate carries.
  *
  *   TA_KILL=1   rank 1 raises SIGKILL after its receive (first incarnation
  *               only); its restart must do the same again. */
@@ -60,6 +62,17 @@ static int record_delete(MPI_Datatype type, int keyval, void *value, void *extra
 	note("  delete callback %d: %ld%s\n", *(int *)extra, (long)(intptr_t)value,
 	     fail_delete ? " (fails)" : "");
 	return fail_delete ? MPI_ERR_OTHER : MPI_SUCCESS;
+}
+
+static int copy_fails(MPI_Datatype old, int keyval, void *extra, void *in, void *out, int *flag)
+{
+	(void)old;
+	(void)keyval;
+	(void)in;
+	(void)out;
+	note("  copy callback %d fails\n", *(int *)extra);
+	*flag = 0;
+	return MPI_ERR_OTHER;
 }
 
 /* The value cached under keyval, or -1 for none. */
@@ -110,6 +123,13 @@ int main(int argc, char **argv)
 	TU_MPI(MPI_Type_set_attr(MPI_INT, k_none, (void *)(intptr_t)9));
 	TU_MPI(MPI_Type_free_keyval(&k_none));
 	TU_CHECK(k_none == MPI_KEYVAL_INVALID, "freed keyval not MPI_KEYVAL_INVALID");
+	/* A keyval created now may reuse keyval 3's handle: the value cached
+	 * under keyval 3 is not its. */
+	int k_new;
+	TU_MPI(
+	    MPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, MPI_TYPE_NULL_DELETE_FN, &k_new, NULL));
+	note("  a new keyval on MPI_INT: %ld\n", get(MPI_INT, k_new));
+	TU_MPI(MPI_Type_free_keyval(&k_new));
 	TU_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 
 	/* Keyvals of one kind are invalid on the other. */
@@ -155,6 +175,28 @@ int main(int argc, char **argv)
 		int ok = packed[0] == 0 && packed[1] == 22 && packed[2] == 44 && packed[3] == 66;
 		TU_MPI(MPI_Send(&ok, 1, MPI_INT, 0, 2, MPI_COMM_WORLD));
 	}
+	/* A duplicate whose copying fails half-way, and the delete callback of
+	 * what was copied already fails too: no duplicate, nothing left behind
+	 * (an address sanitizer build reports what leaks). */
+	static int id_fail = 4;
+	int k_fail;
+	TU_MPI(MPI_Type_create_keyval(copy_fails, record_delete, &k_fail, &id_fail));
+	MPI_Datatype pair, pair_dup = MPI_INT;
+	TU_MPI(MPI_Type_contiguous(2, MPI_INT, &pair));
+	note("set 10 under keyval 4, then 11 under keyval 1 on a contiguous type\n");
+	TU_MPI(MPI_Type_set_attr(pair, k_fail, (void *)(intptr_t)10));
+	TU_MPI(MPI_Type_set_attr(pair, k_copy, (void *)(intptr_t)11));
+	TU_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+	fail_delete = 1;
+	note("duplicate it, keyval 4's copy and keyval 1's delete failing: %s\n",
+	     error_name(MPI_Type_dup(pair, &pair_dup)));
+	fail_delete = 0;
+	TU_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+	TU_CHECK(pair_dup == MPI_DATATYPE_NULL, "a failed MPI_Type_dup left a type");
+	note("free the contiguous type\n");
+	TU_MPI(MPI_Type_free(&pair));
+	TU_MPI(MPI_Type_free_keyval(&k_fail));
+
 	note("free the duplicate\n");
 	TU_MPI(MPI_Type_free(&dup));
 	note("free keyvals 1 and 2\n");
