@@ -277,7 +277,9 @@ if itest_selected $name; then
 	n_lines=$(wc -l <"$ssh_dir/known_hosts")
 	n_hosts=$(cut -d' ' -f1 "$ssh_dir/known_hosts" | sort -u | grep -cE '^10\.200\.0\.[123]$')
 	n_keys=$(cut -d' ' -f2- "$ssh_dir/known_hosts" | sort -u | wc -l)
-	if [ "$n_hosts" -ne 3 ] || [ "$n_keys" -ne 1 ] || [ "$n_lines" -gt 6 ] ||
+	n_other=$(grep -cvE '^10\.200\.0\.[123] ' "$ssh_dir/known_hosts")
+	if [ "$n_hosts" -ne 3 ] || [ "$n_keys" -ne 1 ] || [ "$n_other" -ne 0 ] ||
+		[ "$n_lines" -gt 6 ] ||
 		[ "$(grep -cE "$ACCEPT_NEW_WARNING" "$itest_work/ssh_ring.err")" -ne "$n_lines" ]; then
 		itest_fail $name "accept-new did not record the 3 hosts' keys:"
 		sed 's/^/    /' "$ssh_dir/known_hosts"
