@@ -133,11 +133,12 @@ static const struct cmdline_opt cmserver_opts[] = {
              "holds: a CM restarted on the same FILE goes on where\n"
              "the dead one stopped (cmrun --cm-restart passes it)"},
     {"journal-scratch", .kind = CMDLINE_FLAG, .field = AT(journal_scratch, bool),
-     .help = "with --journal: make FILE's directory if it is missing,\n"
-             "and remove FILE (and its directory once empty) when the\n"
-             "CM ends cleanly: a journal that only this job needs, on a\n"
-             "host whose files cmrun cannot reach (cmrun passes it to\n"
-             "the CMs and standbys it starts on other hosts)"},
+     .help = "with --journal: make FILE's directory (and its parents)\n"
+             "if it is missing, and remove FILE (and its directory once\n"
+             "empty) when the CM ends cleanly: a journal that only this\n"
+             "job needs, on a host whose files cmrun cannot reach\n"
+             "(cmrun passes it to the CMs and standbys it starts on\n"
+             "other hosts)"},
     {"mirror", .kind = CMDLINE_STRING, .meta = "HOST:PORT", .field = AT(mirror_text, const char *),
      .help = "with --journal: copy every journal write to the standby\n"
              "at HOST:PORT (a cmserver --standby on another host) and\n"

@@ -70,8 +70,8 @@ static int open_listeners(const struct sockaddr_in *addr, const char *listen_tex
 }
 
 /* --journal-scratch: the journal's directory (a private one cmrun named
- * on its own host, maybe missing on this one), made if missing, mode 0700:
- * the journal holds the job's messages. 0, or -1 said. */
+ * on its own host, maybe missing on this one, parents included), made if
+ * missing, mode 0700: the journal holds the job's messages. 0, or -1 said. */
 static int scratch_dir_make(const char *path)
 {
 	char dir[PATH_MAX];
@@ -83,11 +83,20 @@ static int scratch_dir_make(const char *path)
 	if (slash == NULL || slash == dir)
 		return 0;
 	*slash = '\0';
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-		cm_err("--journal-scratch: cannot make %s: %s", dir, strerror(errno));
-		return -1;
+	/* Each level from the top; the ones that exist are left as they are. */
+	for (char *p = dir + 1;; p++) {
+		bool last = *p == '\0';
+		if (*p != '/' && !last)
+			continue;
+		*p = '\0';
+		if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+			cm_err("--journal-scratch: cannot make %s: %s", dir, strerror(errno));
+			return -1;
+		}
+		if (last)
+			return 0;
+		*p = '/';
 	}
-	return 0;
 }
 
 /* After a clean end: nothing will recover from the journal any more. The
