@@ -43,21 +43,7 @@ static uint64_t seed_of(long round, int phase)
 	return ((uint64_t)round << 8) | (uint64_t)phase | 0x5eed000000000000ull;
 }
 
-static long parse_arg(const char *text, long min, long max, const char *what)
-{
-	char *end;
-	long v = strtol(text, &end, 10);
-	if (end == text || *end != '\0' || v < min || v > max) {
-		if (tu_rank == 0)
-			fprintf(stderr,
-			        "usage: retain_stream [ROUNDS [SMALL_MIB [TINY]]]\n"
-			        "retain_stream: %s: '%s'\n",
-			        what, text);
-		MPI_Abort(MPI_COMM_WORLD, 2);
-		exit(2);
-	}
-	return v;
-}
+#define USAGE "[ROUNDS [SMALL_MIB [TINY]]]"
 
 static void stamp(unsigned char *buf, uint64_t index)
 {
@@ -69,11 +55,13 @@ int main(int argc, char **argv)
 	tu_init(&argc, &argv, "retain_stream");
 	tu_require_size(2, 2);
 	if (argc > 4)
-		parse_arg(argv[4], 1, 0, "one argument too many");
-	long rounds = argc > 1 ? parse_arg(argv[1], 1, 100000, "ROUNDS wants 1 to 100000") : 6;
+		tu_arg_long(argv[4], 1, 0, "one argument too many", USAGE);
+	long rounds =
+	    argc > 1 ? tu_arg_long(argv[1], 1, 100000, "ROUNDS wants 1 to 100000", USAGE) : 6;
 	long small_mib =
-	    argc > 2 ? parse_arg(argv[2], 1, 65536, "SMALL_MIB wants 1 to 65536") : 256;
-	long tiny = argc > 3 ? parse_arg(argv[3], 1, 1L << 30, "TINY wants 1 to 2^30") : 65536;
+	    argc > 2 ? tu_arg_long(argv[2], 1, 65536, "SMALL_MIB wants 1 to 65536", USAGE) : 256;
+	long tiny =
+	    argc > 3 ? tu_arg_long(argv[3], 1, 1L << 30, "TINY wants 1 to 2^30", USAGE) : 65536;
 
 	unsigned char *buf = malloc(MAX_SIZE), *expect = malloc(MAX_SIZE);
 	/* The window of phase 3: one buffer per send in flight, each stamped. */

@@ -25,21 +25,7 @@
 
 enum { TAG = 7, SIZE = 64 };
 
-static long parse_arg(const char *text, long min, long max, const char *what)
-{
-	char *end;
-	long v = strtol(text, &end, 10);
-	if (end == text || *end != '\0' || v < min || v > max) {
-		if (tu_rank == 0)
-			fprintf(stderr,
-			        "usage: send_ahead COUNT PAUSE_MS [both]\n"
-			        "send_ahead: %s: '%s'\n",
-			        what, text);
-		MPI_Abort(MPI_COMM_WORLD, 2);
-		exit(2);
-	}
-	return v;
-}
+#define USAGE "COUNT PAUSE_MS [both]"
 
 static uint64_t seed_of(int sender)
 {
@@ -90,9 +76,9 @@ int main(int argc, char **argv)
 	tu_init(&argc, &argv, "send_ahead");
 	tu_require_size(2, 2);
 	if (argc < 3 || argc > 4 || (argc == 4 && strcmp(argv[3], "both") != 0))
-		parse_arg(argc == 4 ? argv[3] : "", 1, 0, "want COUNT PAUSE_MS [both]");
-	long count = parse_arg(argv[1], 1, 1L << 30, "COUNT wants 1 to 2^30");
-	int pause_ms = (int)parse_arg(argv[2], 0, 600000, "PAUSE_MS wants 0 to 600000");
+		tu_arg_long(argc == 4 ? argv[3] : "", 1, 0, "want COUNT PAUSE_MS [both]", USAGE);
+	long count = tu_arg_long(argv[1], 1, 1L << 30, "COUNT wants 1 to 2^30", USAGE);
+	int pause_ms = (int)tu_arg_long(argv[2], 0, 600000, "PAUSE_MS wants 0 to 600000", USAGE);
 	int both = argc == 4;
 
 	long sent = 0, received = 0;

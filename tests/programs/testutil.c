@@ -83,6 +83,20 @@ const char *tu_err_name(int code)
 	return "(unnamed error class)";
 }
 
+long tu_arg_long(const char *text, long min, long max, const char *what, const char *args_usage)
+{
+	char *end;
+	long v = strtol(text, &end, 10);
+	if (end == text || *end != '\0' || v < min || v > max) {
+		if (tu_rank == 0)
+			fprintf(stderr, "usage: %s %s\n%s: %s: '%s'\n", tu_prog, args_usage,
+			        tu_prog, what, text);
+		MPI_Abort(MPI_COMM_WORLD, 2);
+		exit(2);
+	}
+	return v;
+}
+
 void tu_require_size(int min, int max)
 {
 	if (tu_size < min || tu_size > max) {

@@ -48,6 +48,11 @@ __attribute__((noreturn, format(printf, 1, 2))) void tu_fail(const char *fmt, ..
  * unlike MPI_Error_string, whose wording differs between implementations. */
 const char *tu_err_name(int code);
 
+/* A decimal command-line argument in [min, max]; otherwise rank 0 prints
+ * "usage: PROG ARGS_USAGE" and "PROG: what: 'text'", and the job is
+ * aborted with status 2. */
+long tu_arg_long(const char *text, long min, long max, const char *what, const char *args_usage);
+
 /* Size a rank must have, or fail with a clear message. */
 void tu_require_size(int min, int max);
 
