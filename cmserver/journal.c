@@ -276,7 +276,7 @@ struct cm_journal *cm_journal_open(const char *path, uint32_t cut_through_min, c
 		return NULL;
 	}
 	char data_path[PATH_MAX];
-	if (snprintf(data_path, sizeof data_path, "%s.data", path) >= (int)sizeof data_path) {
+	if (cm_journal_data_path(path, data_path, sizeof data_path) < 0) {
 		snprintf(err, errlen, "--journal %s: name too long", path);
 		close(fd);
 		return NULL;
@@ -450,4 +450,17 @@ void cm_journal_close(struct cm_journal *j)
 	free(j->buf);
 	free(j->path);
 	free(j);
+}
+
+int cm_journal_data_path(const char *path, char *out, size_t len)
+{
+	return snprintf(out, len, "%s.data", path) < (int)len ? 0 : -1;
+}
+
+void cm_journal_remove(const char *path)
+{
+	char data_path[PATH_MAX];
+	unlink(path);
+	if (cm_journal_data_path(path, data_path, sizeof data_path) == 0)
+		unlink(data_path);
 }

@@ -35,5 +35,11 @@ int cm_journal_mirror(struct cm_journal *j, const char *standby, const char *sec
  * waits until the standby holds it too. Any thread. */
 void cm_journal_flush(struct cm_journal *j);
 void cm_journal_close(struct cm_journal *j);
+/* A journal is two files: path, the records, and path's data file (the
+ * extents of large payloads), named here. 0, or -1 if the name is too
+ * long for out. */
+int cm_journal_data_path(const char *path, char *out, size_t len);
+/* Removes both files (a journal no one will recover from). */
+void cm_journal_remove(const char *path);
 
 #endif

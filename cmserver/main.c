@@ -104,15 +104,13 @@ static int scratch_dir_make(const char *path)
  * may share it). */
 static void scratch_remove(const char *path)
 {
-	char other[PATH_MAX + 8];
-	unlink(path);
-	snprintf(other, sizeof other, "%s.data", path);
-	unlink(other);
-	snprintf(other, sizeof other, "%s", path);
-	char *slash = strrchr(other, '/');
-	if (slash != NULL && slash != other) {
+	cm_journal_remove(path);
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof dir, "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash != NULL && slash != dir) {
 		*slash = '\0';
-		(void)rmdir(other);
+		(void)rmdir(dir);
 	}
 }
 

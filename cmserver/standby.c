@@ -11,6 +11,8 @@
 
 #include "standby.h"
 
+#include "journal.h"
+
 #include "log.h"
 #include "net.h"
 #include "protocol.h"
@@ -304,7 +306,7 @@ enum cm_standby_end cm_standby_run(const struct cm_listeners *ls, const char *pa
 	struct standby sb = {
 	    .path = path, .secret = secret, .mirror = -1, .rec_fd = -1, .data_fd = -1};
 	char data_path[PATH_MAX];
-	if (snprintf(data_path, sizeof data_path, "%s.data", path) >= (int)sizeof data_path) {
+	if (cm_journal_data_path(path, data_path, sizeof data_path) < 0) {
 		cm_err("--journal %s: name too long", path);
 		return CM_STANDBY_FAILED;
 	}
