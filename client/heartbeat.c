@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "jobenv.h"
@@ -89,13 +88,9 @@ static void send_line_wait(const char *line)
 /* Reads one line cmrun sends in answer, waiting up to ms for it. */
 static void await_line(int fd, int ms)
 {
-	struct timespec start;
-	clock_gettime(CLOCK_MONOTONIC, &start);
+	long long deadline = cm_now_ms() + ms;
 	for (;;) {
-		struct timespec now;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		long left = ms - (long)((now.tv_sec - start.tv_sec) * 1000 +
-		                        (now.tv_nsec - start.tv_nsec) / 1000000);
+		long long left = deadline - cm_now_ms();
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		if (left <= 0 || poll(&p, 1, (int)left) == 0)
 			return;

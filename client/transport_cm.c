@@ -191,8 +191,8 @@ static int wait_queue_room(struct cm_transport *t)
 	while (s->queued > CM_QUEUE_MAX) {
 		for (int i = 0; i < s->ncms; i++) {
 			struct cm_conn *c = s->cms[i];
-			if (cm_conn_pending_output(c) && cm_conn_alive(c) && !c->wblocked &&
-			    c->fd >= 0 && c->write_budget != 0 && cmt_sent(s, cm_conn_flush(c)) < 0)
+			/* A blocked socket is flushed by progress on POLLOUT. */
+			if (cm_conn_alive(c) && !c->wblocked && cmt_sent(s, cm_conn_flush(c)) < 0)
 				return -1;
 			cmt_coalesce_written(s, i);
 		}
