@@ -389,7 +389,11 @@ void cm_core_hello(struct cm_session *s, const struct cm_frame *f);
 /* Queues ERROR(code, text) on s and marks it closing. */
 void cm_session_fail(struct cm_session *s, enum cm_err code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-struct cm_entry *cm_entry_new(struct cm_core *core, const struct cm_header *h);
+/* A log entry for h, its payload buffer allocated (uninitialised). With
+ * admit, the payload is a sender's and comes in only under the --log-mem
+ * rule (cm_logmem_alloc_admitted): NULL with *held set when it cannot yet. */
+struct cm_entry *cm_entry_new(struct cm_core *core, const struct cm_header *h, bool admit,
+                              bool *held);
 void cm_entry_free(struct cm_entry *e);
 
 /* emit.c: the waiters of a partial payload. */

@@ -19,14 +19,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct cm_buf *cm_buf_new(struct cm_logmem *mem, uint32_t len)
+static struct cm_buf *buf_new(struct cm_logmem *mem, uint32_t len, bool admit, bool *held)
 {
 	bool aligned = len >= CM_BUF_ALIGN_MIN;
 	size_t head = aligned ? CM_BUF_ALIGN : sizeof(struct cm_buf);
 	size_t body =
 	    aligned ? ((size_t)len + CM_BUF_ALIGN - 1) & ~(size_t)(CM_BUF_ALIGN - 1) : len;
 	size_t got;
-	struct cm_buf *b = cm_logmem_alloc(mem, head + body, &got);
+	*held = false;
+	struct cm_buf *b = admit ? cm_logmem_alloc_admitted(mem, head + body, &got, held)
+	                         : cm_logmem_alloc(mem, head + body, &got);
 	if (b == NULL)
 		return NULL;
 	/* Blocks of the log memory are page-aligned; malloc'd ones (no log
@@ -45,6 +47,12 @@ struct cm_buf *cm_buf_new(struct cm_logmem *mem, uint32_t len)
 	b->waiters = NULL;
 	b->extent = CM_NO_EXTENT;
 	return b;
+}
+
+struct cm_buf *cm_buf_new(struct cm_logmem *mem, uint32_t len)
+{
+	bool held;
+	return buf_new(mem, len, false, &held);
 }
 
 void cm_buf_ref(struct cm_buf *b)
@@ -365,13 +373,15 @@ void cm_session_fail(struct cm_session *s, enum cm_err code, const char *fmt, ..
 	cm_core_emit(s, &it);
 }
 
-struct cm_entry *cm_entry_new(struct cm_core *core, const struct cm_header *h)
+struct cm_entry *cm_entry_new(struct cm_core *core, const struct cm_header *h, bool admit,
+                              bool *held)
 {
+	*held = false;
 	struct cm_entry *e = calloc(1, sizeof *e);
 	if (e == NULL)
 		return NULL;
 	if (h->len > 0) {
-		e->payload = cm_buf_new(core->cfg.mem, h->len);
+		e->payload = buf_new(core->cfg.mem, h->len, admit, held);
 		if (e->payload == NULL) {
 			free(e);
 			return NULL;

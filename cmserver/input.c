@@ -368,7 +368,10 @@ int cm_session_next_frame(struct cm_session *s, struct cm_frame *f)
 				f->entry = NULL;
 				return 1;
 			}
-			if (s->core->cfg.spill && !cm_logmem_admit(s->core->cfg.mem, h.len)) {
+			bool held;
+			struct cm_entry *e =
+			    cm_entry_new(s->core, &h, s->core->cfg.spill != NULL, &held);
+			if (held) {
 				/* Backpressure: the header stays staged for the next
 				 * try, and the engine stops reading this sender. */
 				s->in_pos -= CM_HEADER_SIZE;
@@ -377,7 +380,6 @@ int cm_session_next_frame(struct cm_session *s, struct cm_frame *f)
 				return 0;
 			}
 			s->bulk = h.len >= CM_BULK_MSG;
-			struct cm_entry *e = cm_entry_new(s->core, &h);
 			if (e == NULL) {
 				cm_session_fail(s, CM_E_LENGTH, "no memory for a %u-byte message",
 				                (unsigned)h.len);

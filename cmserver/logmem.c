@@ -97,23 +97,47 @@ static void *map_block(size_t size)
 	return start;
 }
 
-static void charge(struct cm_logmem *m, size_t size)
+/* Whether `charge` more bytes may come in for a sender when live are in
+ * use: the rule of cm_logmem_admit. */
+static bool admissible(const struct cm_logmem *m, uint64_t live, uint64_t charge)
 {
-	uint64_t live = __atomic_add_fetch(&m->live, size, __ATOMIC_RELAXED);
+	return live <= m->limit / 4 || (live <= m->limit && charge <= m->limit - live);
+}
+
+/* Charges size bytes; with admit, only when the rule allows it, decided and
+ * charged in one atomic step, so that engine threads admitting payloads at
+ * the same instant cannot pass the bound together. */
+static bool charge(struct cm_logmem *m, size_t size, bool admit)
+{
+	uint64_t live = __atomic_load_n(&m->live, __ATOMIC_RELAXED);
+	do {
+		if (admit && !admissible(m, live, size)) {
+			__atomic_add_fetch(&m->held, 1, __ATOMIC_RELAXED);
+			return false;
+		}
+	} while (!__atomic_compare_exchange_n(&m->live, &live, live + size, true, __ATOMIC_RELAXED,
+	                                      __ATOMIC_RELAXED));
+	live += size;
 	uint64_t peak = __atomic_load_n(&m->peak_live, __ATOMIC_RELAXED);
 	while (live > peak && !__atomic_compare_exchange_n(&m->peak_live, &peak, live, true,
 	                                                   __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
+	return true;
 }
 
-/* Gives kept blocks back to the system until live + cached + want fits the
- * bound (or nothing is kept). Under mu; returns what to unmap through
- * *out (a list threaded through the blocks, sizes by class). */
-static void evict_locked(struct cm_logmem *m, size_t want, struct block **out, unsigned *classes,
-                         unsigned *n, unsigned max)
+static void uncharge(struct cm_logmem *m, size_t size)
+{
+	__atomic_sub_fetch(&m->live, size, __ATOMIC_RELAXED);
+}
+
+/* Gives kept blocks back to the system until live + cached fits the bound
+ * (or nothing is kept). Under mu; returns what to unmap through *out (a
+ * list threaded through the blocks, sizes by class). */
+static void evict_locked(struct cm_logmem *m, struct block **out, unsigned *classes, unsigned *n,
+                         unsigned max)
 {
 	uint64_t live = __atomic_load_n(&m->live, __ATOMIC_RELAXED);
-	while (m->cached > 0 && live + m->cached + want > m->limit && *n < max) {
+	while (m->cached > 0 && live + m->cached > m->limit && *n < max) {
 		while (m->top > 0 && m->free_list[m->top - 1] == NULL)
 			m->top--;
 		if (m->top == 0)
@@ -128,16 +152,27 @@ static void evict_locked(struct cm_logmem *m, size_t want, struct block **out, u
 	}
 }
 
-void *cm_logmem_alloc(struct cm_logmem *m, size_t size, size_t *got)
+/* The charge comes first: eviction then sees the new block's bytes among
+ * the live ones. */
+static void *alloc(struct cm_logmem *m, size_t size, size_t *got, bool admit, bool *held)
 {
-	if (m == NULL || size < STEP) {
-		void *p = malloc(size ? size : 1);
-		if (p && m)
-			charge(m, size);
+	*held = false;
+	if (m == NULL) {
 		*got = size;
+		return malloc(size ? size : 1);
+	}
+	size_t rounded = size < STEP ? size : (size + STEP - 1) & ~(STEP - 1);
+	if (!charge(m, rounded, admit)) {
+		*held = true;
+		return NULL;
+	}
+	*got = rounded;
+	if (size < STEP) {
+		void *p = malloc(size ? size : 1);
+		if (p == NULL)
+			uncharge(m, rounded);
 		return p;
 	}
-	size_t rounded = (size + STEP - 1) & ~(STEP - 1);
 	unsigned c = (unsigned)(rounded >> STEP_SHIFT);
 	void *p = NULL;
 	struct block *evicted[8];
@@ -150,7 +185,7 @@ void *cm_logmem_alloc(struct cm_logmem *m, size_t size, size_t *got)
 			m->cached -= rounded;
 			p = b;
 		} else {
-			evict_locked(m, rounded, evicted, classes, &nevicted, 8);
+			evict_locked(m, evicted, classes, &nevicted, 8);
 		}
 		pthread_mutex_unlock(&m->mu);
 	}
@@ -158,15 +193,26 @@ void *cm_logmem_alloc(struct cm_logmem *m, size_t size, size_t *got)
 		unmap_block(evicted[i], (size_t)classes[i] << STEP_SHIFT);
 	if (p) {
 		__atomic_add_fetch(&m->reused, 1, __ATOMIC_RELAXED);
-	} else {
-		p = map_block(rounded);
-		if (p == NULL)
-			return NULL;
-		__atomic_add_fetch(&m->fresh, 1, __ATOMIC_RELAXED);
+		return p;
 	}
-	charge(m, rounded);
-	*got = rounded;
+	p = map_block(rounded);
+	if (p == NULL) {
+		uncharge(m, rounded);
+		return NULL;
+	}
+	__atomic_add_fetch(&m->fresh, 1, __ATOMIC_RELAXED);
 	return p;
+}
+
+void *cm_logmem_alloc(struct cm_logmem *m, size_t size, size_t *got)
+{
+	bool held;
+	return alloc(m, size, got, false, &held);
+}
+
+void *cm_logmem_alloc_admitted(struct cm_logmem *m, size_t size, size_t *got, bool *held)
+{
+	return alloc(m, size, got, true, held);
 }
 
 void cm_logmem_release(struct cm_logmem *m, void *p, size_t got)
@@ -203,8 +249,7 @@ bool cm_logmem_admit(struct cm_logmem *m, uint64_t len)
 {
 	if (m == NULL)
 		return true;
-	uint64_t live = __atomic_load_n(&m->live, __ATOMIC_RELAXED);
-	if (live <= m->limit / 4 || (live <= m->limit && len <= m->limit - live))
+	if (admissible(m, __atomic_load_n(&m->live, __ATOMIC_RELAXED), len))
 		return true;
 	__atomic_add_fetch(&m->held, 1, __ATOMIC_RELAXED);
 	return false;

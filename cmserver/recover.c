@@ -134,7 +134,8 @@ static int apply_msg(struct cm_recovery *r, struct cm_session *s, const struct c
 		*why = "the log memory cannot take the journal's messages (raise --log-mem)";
 		return -1;
 	}
-	struct cm_entry *e = cm_entry_new(r->core, &rec->h);
+	bool held;
+	struct cm_entry *e = cm_entry_new(r->core, &rec->h, false, &held);
 	if (e == NULL) {
 		*why = "out of memory";
 		return -1;

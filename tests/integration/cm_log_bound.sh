@@ -17,8 +17,8 @@
 #
 # In every job, the log memory a CM reports at its end ("log memory: bound B
 # bytes, peak P in use", cmserver --verbose) must stay within B plus one
-# message of the run (4 MiB: with two ranks, two threads may each take one
-# in at the same instant) plus 1 MiB of block rounding.
+# message of the run (4 MiB: a read-back is taken while none other is
+# outstanding, whatever the live memory) plus 1 MiB of block rounding.
 #
 # Every job must end with status 0 and the program's summary, and leave
 # nothing in its $TMPDIR (a fresh directory of this test's; the CMs' spill
