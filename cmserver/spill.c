@@ -8,8 +8,9 @@
  *    page-aligned offsets: no copy into the page cache, and no writer
  *    throttled by dirty pages (measured here: 1.8-1.9 GB/s sustained,
  *    against 0.47-0.86 GB/s buffered for 4 GB). Smaller ones are packed
- *    into the small-payload file through the page cache. Each file is cut
- *    into segments of SEGMENT_SIZE (a payload never straddles two).
+ *    into the small-payload file, copied into a page-aligned stage that is
+ *    written with direct I/O too (write_staged). Each file is cut into
+ *    segments of SEGMENT_SIZE (a payload never straddles two).
  *  - An LMDB index beside them maps (destination rank, log position) to
  *    (file, segment, offset, length); one index transaction per batch.
  *  - A replay reads a payload back by position (one pread).
@@ -55,6 +56,9 @@
 /* Address space, not disk: the index is ~100 bytes a payload. */
 #define INDEX_MAP_SIZE (64ull << 30)
 #define WRITE_BATCH_MAX (64u << 20) /* bytes per pwritev */
+/* The small-payload file's staging buffer: direct-I/O writes of up to this
+ * many bytes. */
+#define STAGE_SIZE (1u << 20)
 #define RETRY_NS (100 * 1000 * 1000)
 
 enum { FILE_SMALL, FILE_LARGE, NFILES };
@@ -80,6 +84,16 @@ struct spill_file {
 	int wfd;     /* the writer's: direct I/O where the filesystem allows */
 	int rfd;     /* reads back, through the page cache */
 	bool direct; /* wfd is O_DIRECT */
+	/* Small payloads under direct I/O (writer thread): copied into stage,
+	 * which holds the file from a block boundary on, and written a whole
+	 * number of blocks at a time, the last one padded. Its bytes up to
+	 * the last payload (tail_len from tail_base, a block boundary) are
+	 * kept in tail, so that the next batch writes that block again, whole,
+	 * without reading it back. */
+	uint8_t *stage;
+	uint8_t *tail;
+	uint64_t tail_base;
+	uint32_t tail_len;
 	/* Segments (under mu): payloads are reserved at the end of the last. */
 	CM_VEC(struct segment) segs;
 };
@@ -263,6 +277,7 @@ static int write_all(struct spill_file *f, struct iovec *iov, int n, uint64_t of
 			/* The filesystem took O_DIRECT at open but refuses it
 			 * here: write through the page cache from now on. */
 			f->direct = false;
+			close(f->wfd);
 			f->wfd = f->rfd;
 			continue;
 		}
@@ -277,14 +292,87 @@ static int write_all(struct spill_file *f, struct iovec *iov, int n, uint64_t of
 	return 0;
 }
 
+/* Writes stage[0..fill) at base (a block boundary), padded to whole
+ * blocks. 0, or -1 with errno. */
+static int write_stage(struct cm_spill_store *st, struct spill_file *f, uint64_t base, size_t fill)
+{
+	size_t whole = (fill + CM_BUF_ALIGN - 1) & ~(size_t)(CM_BUF_ALIGN - 1);
+	memset(f->stage + fill, 0, whole - fill);
+	struct iovec iov = {.iov_base = f->stage, .iov_len = whole};
+	struct iovec *piov = &iov;
+	if (write_all(f, piov, 1, base, whole) < 0)
+		return -1;
+	st->bytes_written += whole;
+	return 0;
+}
+
+/* The small payloads of [first, last] under direct I/O, through the stage:
+ * a copy costs the CM a fraction of what the page cache's does (measured
+ * on the project's machine writing 3 GiB in 16 KiB payloads: 0.4-0.5 s of
+ * CPU against 1.9-3.5 s buffered), and the writer is not throttled by
+ * dirty pages. Their offsets follow each other (reserved in queue order);
+ * a batch starts inside the block the last one ended in, whose head is
+ * the kept tail (or, after a failed batch, read back). 0, or -1 with
+ * errno; the tail changes only once the whole batch is written. */
+static int write_staged(struct cm_spill_store *st, struct spill_file *f, uint32_t which,
+                        struct pending *first, struct pending *last)
+{
+	uint64_t base = 0;
+	size_t fill = 0;
+	bool started = false;
+	for (struct pending *p = first; p; p = p == last ? NULL : p->next) {
+		if (p->buf == NULL || p->file != which)
+			continue;
+		if (!started || p->off != base + fill) {
+			if (started && write_stage(st, f, base, fill) < 0)
+				return -1;
+			started = true;
+			base = p->off & ~(uint64_t)(CM_BUF_ALIGN - 1);
+			fill = (size_t)(p->off - base);
+			if (fill > 0 && f->tail_base == base && f->tail_len >= fill)
+				memcpy(f->stage, f->tail, fill);
+			else if (fill > 0 && cm_pread_full(f->rfd, f->stage, fill, (off_t)base) < 0)
+				return -1;
+		}
+		const uint8_t *src = p->buf->data;
+		size_t left = p->disk_len;
+		while (left > 0) {
+			if (fill == STAGE_SIZE) {
+				if (write_stage(st, f, base, fill) < 0)
+					return -1;
+				base += fill;
+				fill = 0;
+			}
+			size_t k = STAGE_SIZE - fill < left ? STAGE_SIZE - fill : left;
+			memcpy(f->stage + fill, src, k);
+			fill += k;
+			src += k;
+			left -= k;
+		}
+		if (__atomic_load_n(&st->stop, __ATOMIC_RELAXED))
+			return 0; /* closing: the rest of the batch is dropped unwritten */
+	}
+	if (!started || fill == 0)
+		return 0;
+	if (write_stage(st, f, base, fill) < 0)
+		return -1;
+	size_t head = fill & ~(size_t)(CM_BUF_ALIGN - 1);
+	f->tail_base = base + head;
+	f->tail_len = (uint32_t)(fill - head);
+	memcpy(f->tail, f->stage + head, f->tail_len);
+	return 0;
+}
+
 /* Writes every payload of file `which` queued in [first, last] in queue
  * order -- their offsets follow each other, reserved in that order -- in
- * pwritev calls of up to IOV_MAX pieces and WRITE_BATCH_MAX bytes. 0, or
- * -1 with errno. */
+ * pwritev calls of up to IOV_MAX pieces and WRITE_BATCH_MAX bytes (small
+ * payloads under direct I/O: through the stage). 0, or -1 with errno. */
 static int write_file(struct cm_spill_store *st, uint32_t which, struct pending *first,
                       struct pending *last)
 {
 	struct spill_file *f = &st->files[which];
+	if (f->direct && f->stage)
+		return write_staged(st, f, which, first, last);
 	struct iovec iov[IOV_MAX];
 	struct pending *p = first;
 	while (p) {
@@ -495,8 +583,10 @@ static char *make_dir(const char *dir, bool *made)
 
 /* A new file with a unique name in dir, unlinked once open: its buffered
  * descriptor, and with direct set a direct-I/O one where the filesystem
- * allows (else the same). false after saying why. */
-static bool open_file(const char *dir, const char *stem, bool direct, struct spill_file *f)
+ * allows (else the same); with staged, the stage that small payloads go
+ * through under direct I/O. false after saying why. */
+static bool open_file(const char *dir, const char *stem, bool direct, bool staged,
+                      struct spill_file *f)
 {
 	char path[PATH_MAX];
 	snprintf(path, sizeof path, "%s/%s-XXXXXX", dir, stem);
@@ -510,6 +600,20 @@ static bool open_file(const char *dir, const char *stem, bool direct, struct spi
 	if (!f->direct)
 		f->wfd = f->rfd;
 	unlink(path);
+	if (f->direct && staged) {
+		void *stage = NULL, *tail = NULL;
+		/* Pages are touched only as payloads fill them. */
+		if (posix_memalign(&stage, CM_BUF_ALIGN, STAGE_SIZE + CM_BUF_ALIGN) != 0 ||
+		    (tail = malloc(CM_BUF_ALIGN)) == NULL) {
+			free(stage);
+			close(f->wfd);
+			f->wfd = f->rfd;
+			f->direct = false;
+		} else {
+			f->stage = stage;
+			f->tail = tail;
+		}
+	}
 	return true;
 }
 
@@ -519,6 +623,8 @@ static void close_file(struct spill_file *f)
 		close(f->wfd);
 	if (f->rfd >= 0)
 		close(f->rfd);
+	free(f->stage);
+	free(f->tail);
 	cm_vec_free(&f->segs);
 }
 
@@ -571,8 +677,9 @@ struct cm_spill_store *cm_spill_store_open(const char *dir)
 		st->files[i].rfd = st->files[i].wfd = -1;
 	bool made = false;
 	st->dir = make_dir(dir, &made);
-	bool ok = st->dir != NULL && open_file(st->dir, "small", false, &st->files[FILE_SMALL]) &&
-	          open_file(st->dir, "large", true, &st->files[FILE_LARGE]) && open_index(st) == 0;
+	bool ok =
+	    st->dir != NULL && open_file(st->dir, "small", true, true, &st->files[FILE_SMALL]) &&
+	    open_file(st->dir, "large", true, false, &st->files[FILE_LARGE]) && open_index(st) == 0;
 	/* Open files survive their names: from here on nothing of the store
 	 * is visible on disk, so nothing can be left behind. */
 	if (made)
@@ -598,8 +705,7 @@ struct cm_spill_store *cm_spill_store_open(const char *dir)
 		return NULL;
 	}
 	if (!st->files[FILE_LARGE].direct)
-		cm_debug("spill store %s: no direct I/O here; large payloads go through the page "
-		         "cache",
+		cm_debug("spill store %s: no direct I/O here; payloads go through the page cache",
 		         st->dir);
 	return st;
 }
