@@ -143,13 +143,15 @@ static const struct cmdline_opt cmserver_opts[] = {
      .help = "with --journal: copy every journal write to the standby\n"
              "at HOST:PORT (a cmserver --standby on another host) and\n"
              "answer nothing before the standby holds it, so that the\n"
-             "standby can take over when this CM's host dies; a CM\n"
+             "standby can take over when this CM's host dies (a\n"
+             "journal that holds records is copied whole first); a CM\n"
              "that loses its standby stops (cmrun --cm-standby)"},
     {"standby", .kind = CMDLINE_FLAG, .field = AT(standby, bool),
      .help = "with --journal FILE (new or empty): keep the copy of one\n"
              "CM's journal that the CM sends with --mirror, and serve\n"
              "no rank until its stream ends without the CM's clean\n"
-             "end; then recover from FILE and serve as that CM"},
+             "end; then, if the CM said its copy was whole, recover\n"
+             "from FILE and serve as that CM"},
     {"world-size", .kind = CMDLINE_LONG, .meta = "N", .field = AT(world_size, long), .lo = 1,
      .hi = MAX_WORLD_SIZE, .bad = "--world-size '{}': must be a number of ranks from 1 to {hi}",
      .help = "the job's ranks (cmrun passes it): a HELLO with another\n"

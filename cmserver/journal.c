@@ -56,6 +56,8 @@
  * journaled CM, mono, same run: 64 KiB 5.3-6.9 Gbit/s with this split
  * against 1.5-1.7 all direct; 8 MiB 3.8-8.4 against 1.0-1.5 all buffered. */
 #define DIRECT_MIN (256u * 1024)
+/* What a standby is sent of the journal per read when it catches up. */
+#define CATCH_UP_CHUNK (1u << 20)
 
 struct cm_journal {
 	int fd;
@@ -71,8 +73,11 @@ struct cm_journal {
 	bool pending; /* atomic: used > 0 */
 	struct cm_journal_ops ops;
 	/* The standby's copy (cmserver --mirror), or NULL. rec_end (under mu)
-	 * is where the next records land: the offset the standby writes at. */
+	 * is where the next records land: the offset the standby writes at.
+	 * catching_up: connected, to be sent what the journal holds once
+	 * recovery has cut it (cm_journal_recover), and only then mirrored. */
 	struct cm_mirror *mirror;
+	struct cm_mirror *catching_up;
 	uint64_t rec_end;
 };
 
@@ -211,27 +216,68 @@ void cm_journal_flush(struct cm_journal *j)
 int cm_journal_mirror(struct cm_journal *j, const char *standby, const char *secret,
                       uint32_t world_size, char *err, size_t errlen)
 {
+	j->catching_up = cm_mirror_connect(standby, secret, world_size, err, errlen);
+	return j->catching_up ? 0 : -1;
+}
+
+/* Sends bytes [from, to) of fd to the standby, a chunk at a time. */
+static int copy_range(struct cm_journal *j, struct cm_mirror *m, int fd, bool data, uint8_t *chunk,
+                      uint64_t from, uint64_t to)
+{
+	while (from < to) {
+		size_t n = to - from < CATCH_UP_CHUNK ? (size_t)(to - from) : CATCH_UP_CHUNK;
+		if (cm_pread_full(fd, chunk, n, (off_t)from) < 0) {
+			cm_err("journal %s%s: reading it for the standby: %s", j->path,
+			       data ? ".data" : "",
+			       errno == EIO ? "shorter than it was" : strerror(errno));
+			return -1;
+		}
+		struct iovec iov = {.iov_base = chunk, .iov_len = n};
+		cm_mirror_send(m, data, from, &iov, 1);
+		from += n;
+	}
+	return 0;
+}
+
+/* The standby of a CM restarted on its journal gets the whole journal
+ * before anything else (its extents skipping the data file's holes), then
+ * the mark that its copy is whole, and only then every write. Before the
+ * mark it would not take over: a copy without the journal's past would
+ * forget what ranks were told was logged. */
+static int catch_up(struct cm_journal *j)
+{
+	struct cm_mirror *m = j->catching_up;
+	j->catching_up = NULL;
+	cm_journal_flush(j);
 	struct stat st, dst;
-	if (fstat(j->fd, &st) < 0 || fstat(j->data_buffered, &dst) < 0) {
-		snprintf(err, errlen, "--journal %s: %s", j->path, strerror(errno));
+	uint8_t *chunk = malloc(CATCH_UP_CHUNK);
+	int rc = chunk && fstat(j->fd, &st) == 0 && fstat(j->data_buffered, &dst) == 0 ? 0 : -1;
+	if (rc == 0)
+		rc = copy_range(j, m, j->fd, false, chunk, 0, (uint64_t)st.st_size);
+	for (off_t at = 0; rc == 0 && at < dst.st_size;) {
+		off_t start = lseek(j->data_buffered, at, SEEK_DATA);
+		if (start < 0)
+			break; /* ENXIO: nothing but a hole past at */
+		off_t end = lseek(j->data_buffered, start, SEEK_HOLE);
+		if (end < 0)
+			end = dst.st_size;
+		rc =
+		    copy_range(j, m, j->data_buffered, true, chunk, (uint64_t)start, (uint64_t)end);
+		at = end;
+	}
+	free(chunk);
+	if (rc < 0) {
+		cm_err("journal %s: could not copy it to the standby", j->path);
+		cm_mirror_abandon(m);
 		return -1;
 	}
-	/* The standby's copy starts empty: so must the journal. */
-	if (st.st_size != FILE_HEADER || dst.st_size != 0) {
-		snprintf(err, errlen,
-		         "--mirror needs a new journal: %s already holds records (a CM restarted "
-		         "on its journal runs without a standby)",
-		         j->path);
-		return -1;
-	}
-	j->mirror = cm_mirror_connect(standby, secret, world_size, err, errlen);
-	if (j->mirror == NULL)
-		return -1;
-	uint8_t fh[FILE_HEADER];
-	file_header(fh, j->cut_through_min);
-	struct iovec iov = {.iov_base = fh, .iov_len = sizeof fh};
-	j->rec_end = cm_mirror_send(j->mirror, false, 0, &iov, 1);
-	cm_mirror_wait(j->mirror);
+	cm_mirror_whole(m);
+	pthread_mutex_lock(&j->mu);
+	j->rec_end = (uint64_t)st.st_size;
+	j->mirror = m;
+	pthread_mutex_unlock(&j->mu);
+	cm_info("journal %s: copied whole to the standby (%llu bytes of records, %llu of data)",
+	        j->path, (unsigned long long)st.st_size, (unsigned long long)dst.st_size);
 	return 0;
 }
 
@@ -340,7 +386,7 @@ int cm_journal_recover(struct cm_journal *j, struct cm_core *core)
 	}
 	size_t size = (size_t)st.st_size;
 	if (size <= FILE_HEADER)
-		return 0;
+		return j->catching_up ? catch_up(j) : 0;
 	const uint8_t *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, j->fd, 0);
 	if (map == MAP_FAILED) {
 		cm_err("journal %s: %s", j->path, strerror(errno));
@@ -433,7 +479,7 @@ int cm_journal_recover(struct cm_journal *j, struct cm_core *core)
 		return -1;
 	cm_info("journal %s: recovered %llu records of %llu connections (%zu bytes)", j->path,
 	        (unsigned long long)records, (unsigned long long)sessions, off);
-	return 0;
+	return j->catching_up ? catch_up(j) : 0;
 }
 
 void cm_journal_close(struct cm_journal *j)
@@ -442,6 +488,7 @@ void cm_journal_close(struct cm_journal *j)
 		return;
 	cm_journal_flush(j);
 	cm_mirror_end(j->mirror);
+	cm_mirror_abandon(j->catching_up);
 	close(j->fd);
 	close(j->data_buffered);
 	if (j->data_direct >= 0)

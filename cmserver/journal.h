@@ -27,8 +27,10 @@ const struct cm_journal_ops *cm_journal_ops(struct cm_journal *j);
  * connection), drops a torn last record, and makes the file ready for
  * appending. 0, or -1 (logged). */
 int cm_journal_recover(struct cm_journal *j, struct cm_core *core);
-/* Copies every write from now on to the standby at address standby
- * (mirror.h); the journal must be new. 0, or -1 with a message in err. */
+/* Connects to the standby at address standby (mirror.h). Recovery
+ * (cm_journal_recover) then sends it what the journal holds, whole, and
+ * every write from then on is copied to it. 0, or -1 with a message in
+ * err. */
 int cm_journal_mirror(struct cm_journal *j, const char *standby, const char *secret,
                       uint32_t world_size, char *err, size_t errlen);
 /* Writes whatever was appended and not written yet, and with a standby

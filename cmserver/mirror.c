@@ -196,6 +196,42 @@ struct cm_mirror *cm_mirror_connect(const char *addr_text, const char *secret, u
 	return m;
 }
 
+void cm_mirror_whole(struct cm_mirror *m)
+{
+	static const uint8_t mark = 0;
+	struct cm_header h = {
+	    .version = CM_PROTO_VERSION, .type = CM_T_MIRROR, .flags = CM_F_WHOLE, .len = 1};
+	uint8_t head[CM_HEADER_SIZE];
+	cm_header_encode(&h, head);
+	struct iovec frame[2] = {{.iov_base = head, .iov_len = sizeof head},
+	                         {.iov_base = (void *)&mark, .iov_len = 1}};
+	pthread_mutex_lock(&m->send_mu);
+	__atomic_add_fetch(&m->sent, 1, __ATOMIC_RELEASE);
+	write_iov(m, frame, 2);
+	pthread_mutex_unlock(&m->send_mu);
+	cm_mirror_wait(m);
+}
+
+static void close_mirror(struct cm_mirror *m)
+{
+	pthread_join(m->reader, NULL);
+	close(m->fd);
+	pthread_mutex_destroy(&m->send_mu);
+	pthread_mutex_destroy(&m->ack_mu);
+	pthread_cond_destroy(&m->acked_cv);
+	free(m->addr);
+	free(m);
+}
+
+void cm_mirror_abandon(struct cm_mirror *m)
+{
+	if (m == NULL)
+		return;
+	__atomic_store_n(&m->ending, true, __ATOMIC_RELEASE);
+	shutdown(m->fd, SHUT_RDWR);
+	close_mirror(m);
+}
+
 void cm_mirror_end(struct cm_mirror *m)
 {
 	if (m == NULL)
@@ -209,11 +245,5 @@ void cm_mirror_end(struct cm_mirror *m)
 	(void)cm_write_full(m->fd, head, sizeof head);
 	pthread_mutex_unlock(&m->send_mu);
 	shutdown(m->fd, SHUT_WR);
-	pthread_join(m->reader, NULL);
-	close(m->fd);
-	pthread_mutex_destroy(&m->send_mu);
-	pthread_mutex_destroy(&m->ack_mu);
-	pthread_cond_destroy(&m->acked_cv);
-	free(m->addr);
-	free(m);
+	close_mirror(m);
 }

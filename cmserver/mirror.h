@@ -35,7 +35,13 @@ size_t cm_mirror_send(struct cm_mirror *m, bool data, uint64_t offset, const str
 /* Returns once the standby acknowledged every byte sent so far. Cheap when
  * it already has. */
 void cm_mirror_wait(struct cm_mirror *m);
+/* Tells the standby its copy is whole: everything the journal held has
+ * been sent (a journal that already held records is copied first), so from
+ * here on the standby may take over. Returns once it acknowledged. */
+void cm_mirror_whole(struct cm_mirror *m);
 /* Tells the standby this CM ended cleanly, and closes. */
 void cm_mirror_end(struct cm_mirror *m);
+/* Closes without a word: the standby, whose copy is not whole, gives up. */
+void cm_mirror_abandon(struct cm_mirror *m);
 
 #endif

@@ -56,6 +56,7 @@ struct standby {
 	uint64_t rec_size; /* bytes in the records file */
 	uint64_t written;  /* MIRROR payload bytes written: what MIRROR_ACK says */
 	uint64_t acked;
+	bool whole; /* the CM said the copy holds its whole journal (CM_F_WHOLE) */
 	int mirror; /* the CM's stream, or -1 */
 	bool had_mirror;
 	struct pending pend[PENDING_MAX];
@@ -119,6 +120,18 @@ static enum frame_end mirror_frame(struct standby *sb)
 	}
 	if (h.flags & CM_F_END)
 		return h.len == 0 ? FRAME_END : FRAME_FAILED;
+	if (h.flags & CM_F_WHOLE) {
+		uint8_t mark;
+		if (h.len != 1 || (h.flags & CM_F_DATA) || sb->whole) {
+			cm_err("--standby: a malformed mark of a whole copy in the CM's stream");
+			return FRAME_FAILED;
+		}
+		if (cm_read_full(sb->mirror, &mark, 1) < 0)
+			return FRAME_STREAM_LOST;
+		sb->whole = true;
+		sb->written++;
+		return send_ack(sb) < 0 ? FRAME_STREAM_LOST : FRAME_OK;
+	}
 	bool data = (h.flags & CM_F_DATA) != 0;
 	if (!data && h.clock != sb->rec_size) {
 		cm_err("--standby: records at byte %llu, the copy has %llu: a gap in the stream",
@@ -275,9 +288,9 @@ static enum cm_standby_end serve(struct standby *sb, const struct cm_listeners *
 				    "the channel memory ended cleanly: its standby is not needed");
 				return CM_STANDBY_NOT_NEEDED;
 			case FRAME_STREAM_LOST:
-				if (sb->rec_size == 0) {
+				if (!sb->whole) {
 					cm_err("--standby: the channel memory left before its "
-					       "journal began");
+					       "journal was copied whole: this copy cannot serve");
 					return CM_STANDBY_FAILED;
 				}
 				return CM_STANDBY_TAKE_OVER;

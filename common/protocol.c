@@ -70,7 +70,7 @@ static const struct frame_rule {
     [CM_T_CANCEL_ACK] = {0, 0, CM_F_CANCELLED, RANK_VALID, RANK_VALID, TAG_ZERO, ZERO_CTX},
     [CM_T_TRIM] = {CM_TRIM_PAYLOAD, CM_TRIM_PAYLOAD, 0, RANK_VALID, RANK_VALID, TAG_ZERO, ZERO_CTX},
     /* Between two channel memories: no rank is named. */
-    [CM_T_MIRROR] = {0, LEN_ANY, CM_F_DATA | CM_F_END, RANK_FREE, RANK_FREE, TAG_ZERO,
+    [CM_T_MIRROR] = {0, LEN_ANY, CM_F_DATA | CM_F_END | CM_F_WHOLE, RANK_FREE, RANK_FREE, TAG_ZERO,
                      ZERO_CTX | ZERO_RANKS},
     [CM_T_MIRROR_ACK] = {0, 0, 0, RANK_FREE, RANK_FREE, TAG_ZERO, ZERO_CTX | ZERO_RANKS},
 };

@@ -75,7 +75,9 @@ enum cm_frame_flags {
 	CM_F_CANCELLED = 1u << 5, /* CANCEL_ACK: the receive request was withdrawn */
 	CM_F_ACK = 1u << 6,       /* MSG: answer LOGGED once this message is logged */
 	CM_F_DATA = 1u << 7,      /* MIRROR: the bytes go to the data file */
-	CM_F_END = 1u << 8        /* MIRROR: the CM ended cleanly; the standby is not needed */
+	CM_F_END = 1u << 8,       /* MIRROR: the CM ended cleanly; the standby is not needed */
+	CM_F_WHOLE = 1u << 9      /* MIRROR: everything the journal held is copied (1-byte
+	                             payload): from here the copy may take over */
 };
 
 /* What a HELLO says the connecting party is. */

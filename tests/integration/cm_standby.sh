@@ -221,4 +221,74 @@ else
 	itest_fail $name "could not start the pair"
 fi
 cleanup_pids
+
+# ---- a CM restarted on its journal gets a standby, which takes over ----
+# The CM runs without a standby and is killed; started again on its journal
+# with --mirror, it first copies the whole journal to the standby (which
+# sat idle until then), and only then serves; killed again, the standby
+# takes over from that copy and the ring finishes as without a failure.
+name=cm_standby_restarted_cm
+if start sb6 --standby --journal "$W/sb6.j" && sb6=$pid && sb6_addr=$addr &&
+	start cm6 --journal "$W/cm6.j"; then
+	cm6_addr=$addr
+	(
+		sleep 0.4
+		kill -KILL "$pid"
+		sleep 0.1
+		"$CMSERVER_BIN" --no-unix -v --listen "$cm6_addr" --journal "$W/cm6.j" \
+			--mirror "$sb6_addr" >"$W/cm6b.out" 2>"$W/cm6b.err" &
+		again=$!
+		echo "$again" >"$W/cm6b.pid"
+		sleep 0.5
+		kill -KILL "$again"
+	) &
+	killer=$!
+	SLEEP=10 ring 2 "$cm6_addr" "$sb6_addr"
+	wait "$killer"
+	kill -TERM "$sb6"
+	wait_end "$sb6"
+	if [ "$ring_status" != 0 ]; then
+		itest_fail $name "the ring failed: $(tail -3 "$W/ring.0.err")"
+	elif ! grep -q 'copied whole to the standby' "$W/cm6b.err"; then
+		itest_fail $name "the restarted CM did not copy its journal: $(tail -3 "$W/cm6b.err")"
+	elif ! grep -q 'taking over' "$W/sb6.err"; then
+		itest_fail $name "the standby did not take over: $(tail -3 "$W/sb6.err")"
+	elif ! cmp -s "$W/ring.0" "$W/ref.0" || ! cmp -s "$W/ring.1" "$W/ref.1"; then
+		itest_fail $name "the output differs from the run without a failure"
+	elif [ "$status" != 0 ]; then
+		itest_fail $name "the standby exited with $status after SIGTERM"
+	else
+		itest_pass $name
+	fi
+else
+	itest_fail $name "could not start the CM and its idle standby"
+fi
+cleanup_pids
+
+# ---- a standby whose CM left before the copy was whole does not serve ----
+name=cm_standby_not_whole
+if start sb7 --standby --journal "$W/sb7.j" && sb7=$pid && sb7_addr=$addr; then
+	# A CM's stream that sends the journal's first bytes and stops: no mark.
+	{
+		printf "$(hello 3 "$CHANMEM_SECRET")"
+		sleep 0.3
+		# MIRROR (type 18) of 16 bytes at offset 0 of the records file.
+		printf '\x01\x12\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'
+		printf '\x00\x00\x00\x00\x10\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'
+		printf 'chanmemJ\x01\x00\x00\x00\x00\x00\x04\x00'
+		sleep 0.3
+	} | timeout 5 bash -c "exec 3<>/dev/tcp/${sb7_addr%:*}/${sb7_addr##*:}; cat >&3; sleep 0.3" \
+		2>/dev/null
+	wait_end "$sb7"
+	if [ "$status" != 1 ] || ! grep -q 'before its journal was copied whole' "$W/sb7.err"; then
+		itest_fail $name "status $status: $(tail -3 "$W/sb7.err")"
+	elif grep -q 'taking over' "$W/sb7.err"; then
+		itest_fail $name "the standby took over from a copy that was not whole"
+	else
+		itest_pass $name
+	fi
+else
+	itest_fail $name "the standby did not start"
+fi
+cleanup_pids
 itest_finish
