@@ -110,6 +110,9 @@ static int on_header(struct cm_conn *c, const struct cm_header *h, struct cm_sin
 	case CM_T_BYE_ACK:
 	case CM_T_LOGGED:
 		return 0;
+	case CM_T_STANDBY:
+		*sink = (struct cm_sink){.buf = s->standby_buf, .cap = sizeof s->standby_buf};
+		return 0;
 	default:
 		return cm_conn_fail(c, "unexpected %s", cm_type_str(h->type));
 	}
@@ -162,6 +165,8 @@ static int on_frame(struct cm_conn *c, const struct cm_header *h, const struct c
 	case CM_T_LOGGED:
 		cm_conn_logged(c, h->clock);
 		return 0;
+	case CM_T_STANDBY:
+		return cmt_standby_named(s, c, s->standby_buf, h->len);
 	default:
 		return cm_conn_fail(c, "unexpected %s", cm_type_str(h->type));
 	}

@@ -29,10 +29,19 @@ struct cm_replayed_event {
 	uint8_t value[CM_EVENT_PAYLOAD_MAX];
 };
 
+/* Where a CM may serve from besides its own address: its standby from the
+ * job's environment, then the standbys it named since (STANDBY frames),
+ * oldest first, the oldest dropped past CMT_ALTS_MAX. */
+#define CMT_ALTS_MAX 4
+struct cmt_alts {
+	unsigned n;
+	char *addr[CMT_ALTS_MAX];
+};
+
 /* A CM connection broken and being re-established (transport_cm_reconnect.c). */
 struct cmt_link {
 	int down;
-	unsigned tries;                 /* with a standby, odd tries go to it */
+	unsigned tries;                 /* turns over the CM's address and its alts */
 	long long down_since, next_try; /* cm_now_ms() */
 };
 
@@ -111,9 +120,10 @@ struct cmt {
 	 * home has not acknowledged (ev_kept[0] is event ev_kept_base) and
 	 * the last TRIM. */
 	long long reconnect_ms;
-	struct cmt_link *links; /* [ncms] */
-	char **addrs;           /* [ncms] */
-	char **standbys;        /* [ncms], NULL entries: no standby */
+	struct cmt_link *links;                   /* [ncms] */
+	char **addrs;                             /* [ncms] */
+	struct cmt_alts *alts;                    /* [ncms] */
+	uint8_t standby_buf[CM_STANDBY_ADDR_MAX]; /* a STANDBY frame's payload */
 	unsigned incarnation;
 	char secret[CM_SECRET_LEN + 1];
 	/* A reconnection's HELLO flags: 0, or TAKEOVER while a restarted
@@ -162,6 +172,10 @@ int cmt_reconnect_start(struct cmt *s, int cm);
 int cmt_reconnect_poll(struct cmt *s);
 /* HELLO_ACK on a re-established connection: re-sends and re-posts. */
 int cmt_reconnect_resume(struct cm_conn *c);
+/* CM cm named its standby (a STANDBY frame, len bytes of text): tried too
+ * from now on when the connection to cm breaks. 0, or -1 after
+ * cm_conn_fail (not an address). */
+int cmt_standby_named(struct cmt *s, struct cm_conn *c, const uint8_t *text, size_t len);
 /* Logged event idx (kept until home acknowledges it). */
 int cmt_event_keep(struct cmt *s, uint64_t idx, uint32_t kind, const void *value, size_t len);
 void cmt_events_acked(struct cmt *s);

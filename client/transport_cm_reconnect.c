@@ -56,29 +56,66 @@
 /* Each CM's standby (env.c parsed CHANMEM_CM_STANDBYS), or none. */
 static int standbys_init(struct cmt *s, const struct cm_job *job)
 {
-	if (job->cm_standbys == NULL)
-		return 0;
-	if ((s->standbys = calloc((size_t)s->ncms, sizeof *s->standbys)) == NULL)
+	if ((s->alts = calloc((size_t)s->ncms, sizeof *s->alts)) == NULL)
 		goto oom;
-	for (int i = 0; i < s->ncms; i++)
-		if (job->cm_standbys[i] && (s->standbys[i] = strdup(job->cm_standbys[i])) == NULL)
+	for (int i = 0; job->cm_standbys && i < s->ncms; i++) {
+		if (job->cm_standbys[i] == NULL)
+			continue;
+		if ((s->alts[i].addr[0] = strdup(job->cm_standbys[i])) == NULL)
 			goto oom;
+		s->alts[i].n = 1;
+	}
 	return 0;
 oom:
 	cm_err("rank %d: out of memory", s->rank);
 	return -1;
 }
 
-/* The address of CM cm to try the n-th time: with a standby, every other
- * try goes to it. */
+/* The address of CM cm to try the n-th time: its own, then each other
+ * place it may serve from, in turn. */
 static const char *address_of_try(const struct cmt *s, int cm, const char *addr, unsigned n)
 {
-	return s->standbys && s->standbys[cm] && (n & 1) ? s->standbys[cm] : addr;
+	unsigned alts = s->alts ? s->alts[cm].n : 0;
+	unsigned k = n % (alts + 1);
+	return k == 0 ? addr : s->alts[cm].addr[k - 1];
+}
+
+int cmt_standby_named(struct cmt *s, struct cm_conn *c, const uint8_t *text, size_t len)
+{
+	char addr_text[CM_STANDBY_ADDR_MAX + 1];
+	struct cm_addr addr;
+	char why[128];
+	for (size_t i = 0; i < len; i++)
+		if (text[i] < 0x21 || text[i] > 0x7e)
+			return cm_conn_fail(c, "STANDBY: not an address");
+	memcpy(addr_text, text, len);
+	addr_text[len] = '\0';
+	if (cm_parse_addr(addr_text, &addr, why, sizeof why) < 0)
+		return cm_conn_fail(c, "STANDBY '%s': %s", addr_text, why);
+	if (s->alts == NULL)
+		return 0; /* no reconnection: nothing would try it */
+	struct cmt_alts *a = &s->alts[c->peer];
+	if (strcmp(addr_text, s->addrs[c->peer]) == 0)
+		return 0;
+	for (unsigned i = 0; i < a->n; i++)
+		if (strcmp(addr_text, a->addr[i]) == 0)
+			return 0;
+	char *copy = strdup(addr_text);
+	if (copy == NULL)
+		return cm_conn_fail(c, "out of memory");
+	if (a->n == CMT_ALTS_MAX) {
+		free(a->addr[0]);
+		memmove(a->addr, a->addr + 1, (CMT_ALTS_MAX - 1) * sizeof a->addr[0]);
+		a->n--;
+	}
+	a->addr[a->n++] = copy;
+	cm_info("rank %d: %s names its standby %s", s->rank, c->name, addr_text);
+	return 0;
 }
 
 int cmt_connect_first(struct cmt *s, int cm, const char *addr_text, int timeout_ms)
 {
-	int standby = s->standbys && s->standbys[cm];
+	int standby = s->alts && s->alts[cm].n > 0;
 	long long deadline = cm_now_ms() + timeout_ms;
 	for (unsigned turn = 0;; turn++) {
 		const char *text = address_of_try(s, cm, addr_text, turn);
@@ -147,11 +184,12 @@ void cmt_reconnect_free(struct cmt *s)
 {
 	for (int i = 0; s->addrs && i < s->ncms; i++)
 		free(s->addrs[i]);
-	for (int i = 0; s->standbys && i < s->ncms; i++)
-		free(s->standbys[i]);
+	for (int i = 0; s->alts && i < s->ncms; i++)
+		for (unsigned k = 0; k < s->alts[i].n; k++)
+			free(s->alts[i].addr[k]);
 	free(s->addrs);
-	free(s->standbys);
-	s->standbys = NULL;
+	free(s->alts);
+	s->alts = NULL;
 	free(s->links);
 	free(s->ev_kept);
 	s->addrs = NULL;

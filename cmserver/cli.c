@@ -235,6 +235,10 @@ int cmserver_parse_args(int argc, char **argv, struct cmserver_args *a, struct c
 	struct cm_addr mirror_addr;
 	if (a->mirror_text && cm_parse_addr(a->mirror_text, &mirror_addr, why, sizeof why) < 0)
 		return cmdline_fail(st, "--mirror '%s': %s", a->mirror_text, why);
+	/* Ranks are told the address as it is written (a STANDBY frame). */
+	if (a->mirror_text && strlen(a->mirror_text) > CM_STANDBY_ADDR_MAX)
+		return cmdline_fail(st, "--mirror: an address of at most %d characters",
+		                    CM_STANDBY_ADDR_MAX);
 	if (a->unix_text && a->no_unix)
 		return cmdline_fail(st, "--unix and --no-unix contradict each other: drop one");
 	if (a->unix_text && (cm_parse_addr(a->unix_text, &a->unix_want, why, sizeof why) < 0 ||

@@ -227,6 +227,10 @@ struct cm_core_config {
 	uint32_t cut_through_min;
 	/* Where state-changing inputs are journaled (see above), or NULL. */
 	const struct cm_journal_ops *journal;
+	/* The address of this CM's standby (--mirror), told to every rank
+	 * after its HELLO_ACK (a STANDBY frame), or NULL: none. Lives as long
+	 * as the core. */
+	const char *standby_addr;
 };
 
 struct cm_buf;

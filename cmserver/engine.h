@@ -30,6 +30,8 @@ struct cm_server_opts {
 	/* --journal (journal.h): recovered from before serving, then appended
 	 * to; NULL: none. */
 	struct cm_journal *journal;
+	/* --mirror: the standby's address, which ranks are told (core.h). */
+	const char *standby_addr;
 };
 
 /* --threads bounds, and the environment variable that supplies the default

@@ -150,6 +150,7 @@ int cm_engine_threaded(const struct cm_server_opts *opts, const struct cm_listen
 	                             .log_mem = opts->log_mem / 8,
 	                             .mem = opts->mem,
 	                             .cut_through_min = opts->cut_through_min,
+	                             .standby_addr = opts->standby_addr,
 	                             .hooks = {.ctx = e,
 	                                       .wake = eng_on_wake,
 	                                       .out_lock = eng_hook_out_lock,

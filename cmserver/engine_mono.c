@@ -245,6 +245,7 @@ int cm_engine_mono(const struct cm_server_opts *opts, const struct cm_listeners 
 	                             .log_mem = opts->log_mem / 8,
 	                             .mem = opts->mem,
 	                             .cut_through_min = opts->cut_through_min,
+	                             .standby_addr = opts->standby_addr,
 	                             .hooks = {.ctx = &m, .wake = on_wake}};
 	memcpy(cfg.secret, opts->secret, CM_SECRET_LEN);
 	if (opts->monitor) {

@@ -135,7 +135,8 @@ int main(int argc, char **argv)
 	                              .max_message = (uint32_t)a.max_message,
 	                              .log_mem = a.log_mem,
 	                              .cut_through_min = (uint32_t)a.cut_through_min,
-	                              .world_size = (uint32_t)a.world_size};
+	                              .world_size = (uint32_t)a.world_size,
+	                              .standby_addr = a.mirror_text};
 	const char *listen_text = a.listen_text, *spill_dir = a.spill_dir;
 	long ready_fd = a.ready_fd, report_fd = a.report_fd;
 	if (ready_fd >= 0 && fcntl((int)ready_fd, F_GETFD) < 0)

@@ -289,5 +289,17 @@ static void admit(struct cm_session *s, int32_t rank, uint32_t incarnation)
 		next = snd->cut_clock; /* accepted, but its payload is not all here */
 	struct cm_header ack = {.type = CM_T_HELLO_ACK, .src = rank, .dst = rank, .clock = next};
 	cm_core_emit_header(s, &ack);
+	if (core->cfg.standby_addr) {
+		/* A rank knows the standbys cmrun started with the job; this
+		 * one may have been started since (after a takeover). */
+		size_t n = strlen(core->cfg.standby_addr);
+		struct cm_header sb = {
+		    .type = CM_T_STANDBY, .src = rank, .dst = rank, .len = (uint32_t)n};
+		struct cm_out_item it = {.head_len = CM_HEADER_SIZE,
+		                         .body = (const uint8_t *)core->cfg.standby_addr,
+		                         .body_len = (uint32_t)n};
+		cm_header_encode(&sb, it.head);
+		cm_core_emit(s, &it);
+	}
 	cm_info("rank %d connected (incarnation %u)", (int)rank, (unsigned)incarnation);
 }

@@ -73,6 +73,8 @@ static const struct frame_rule {
     [CM_T_MIRROR] = {0, LEN_ANY, CM_F_DATA | CM_F_END | CM_F_WHOLE, RANK_FREE, RANK_FREE, TAG_ZERO,
                      ZERO_CTX | ZERO_RANKS},
     [CM_T_MIRROR_ACK] = {0, 0, 0, RANK_FREE, RANK_FREE, TAG_ZERO, ZERO_CTX | ZERO_RANKS},
+    [CM_T_STANDBY] = {1, CM_STANDBY_ADDR_MAX, 0, RANK_VALID, RANK_VALID, TAG_ZERO,
+                      ZERO_CTX | ZERO_CLOCK},
 };
 
 static int rank_follows(enum rank_rule rule, int32_t r, bool found, const struct cm_limits *lim)
@@ -219,10 +221,10 @@ const char *cm_err_str(enum cm_err e)
 
 const char *cm_type_str(unsigned type)
 {
-	static const char *const names[] = {"?",        "HELLO",     "HELLO_ACK", "MSG",
-	                                    "RECV_REQ", "DELIVER",   "PROBE",     "PROBE_REPLY",
-	                                    "SYNC_ACK", "BYE",       "BYE_ACK",   "ERROR",
-	                                    "EVENT",    "EVENT_ACK", "CANCEL",    "CANCEL_ACK",
-	                                    "TRIM",     "LOGGED",    "MIRROR",    "MIRROR_ACK"};
+	static const char *const names[] = {
+	    "?",      "HELLO",       "HELLO_ACK", "MSG",        "RECV_REQ", "DELIVER",
+	    "PROBE",  "PROBE_REPLY", "SYNC_ACK",  "BYE",        "BYE_ACK",  "ERROR",
+	    "EVENT",  "EVENT_ACK",   "CANCEL",    "CANCEL_ACK", "TRIM",     "LOGGED",
+	    "MIRROR", "MIRROR_ACK",  "STANDBY"};
 	return type <= CM_T_TYPE_MAX ? names[type] : "?";
 }

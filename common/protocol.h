@@ -61,7 +61,9 @@ enum cm_frame_type {
 	                     `clock` (the offset) in the records file, or with CM_F_DATA in
 	                     the data file; CM_F_END (no payload): the CM ended cleanly */
 	CM_T_MIRROR_ACK = 19, /* standby -> CM: `clock` = MIRROR payload bytes written so far */
-	CM_T_TYPE_MAX = 19
+	CM_T_STANDBY = 20,    /* CM -> rank: payload = the address of the CM's standby, which
+	                         serves as this CM if it dies (after HELLO_ACK) */
+	CM_T_TYPE_MAX = 20
 };
 
 /* Header flag bits. Bits not defined for a frame type must be zero. */
@@ -118,6 +120,8 @@ struct cm_hello {
 #define CM_EVENT_PAYLOAD_MAX 8
 /* TRIM payload: the u64 first event index not covered. */
 #define CM_TRIM_PAYLOAD 8
+/* STANDBY payload: an address as text ("host:port"), at most this long. */
+#define CM_STANDBY_ADDR_MAX 255
 
 /* Longest ERROR payload text. */
 #define CM_ERROR_TEXT_MAX 256

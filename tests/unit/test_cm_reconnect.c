@@ -375,6 +375,66 @@ START_TEST(reconnect_twice)
 }
 END_TEST
 
+/* A CM names its standby after HELLO_ACK (a standby started after the
+ * rank, which its environment does not list): when the CM's address
+ * refuses connections, the rank reconnects there and sends again what the
+ * CM had not logged. */
+START_TEST(reconnect_to_named_standby)
+{
+	char addr[64], standby[64];
+	int lfd = fake_listen(addr, sizeof addr);
+	int sfd = fake_listen(standby, sizeof standby);
+	pid_t rank = start_rank(addr, "20");
+	int fd = fake_accept(lfd);
+	expect_hello(fd);
+	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
+	send_frame(fd, CM_T_STANDBY, 0, 0, 0, 0, 0, 0, standby, strlen(standby));
+	expect_msg(fd, 0, SMALL_LEN, 0, 1);
+	expect_msg(fd, 1, BIG_LEN, CM_F_ACK, 2);
+	expect_frame(fd, CM_T_RECV_REQ, 0);
+	expect_frame(fd, CM_T_EVENT, 0);
+	expect_frame(fd, CM_T_RECV_REQ, 1);
+	close(fd);
+	/* The CM's address turns every connection away (the rank holds its
+	 * listening socket too, a fork's copy: it cannot simply be closed). */
+	for (;;) {
+		struct pollfd p[2] = {{.fd = lfd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+		ck_assert_msg(poll(p, 2, IO_MS) > 0, "the rank did not reconnect");
+		if (p[1].revents)
+			break;
+		close(fake_accept(lfd));
+	}
+	fd = admit(sfd, 0);
+	expect_frame(fd, CM_T_EVENT, 0);
+	expect_msg(fd, 0, SMALL_LEN, 0, 1);
+	expect_msg(fd, 1, BIG_LEN, CM_F_ACK, 2);
+	expect_frame(fd, CM_T_RECV_REQ, 0);
+	expect_frame(fd, CM_T_RECV_REQ, 1);
+	answer_and_finish(fd, 2);
+	expect_rank_exit(rank, 0);
+	close(lfd);
+	close(sfd);
+}
+END_TEST
+
+/* A STANDBY whose text is no address fails the rank's connection. */
+START_TEST(standby_not_an_address)
+{
+	char addr[64];
+	int lfd = fake_listen(addr, sizeof addr);
+	pid_t rank = start_rank(addr, "20");
+	int fd = fake_accept(lfd);
+	expect_hello(fd);
+	send_frame(fd, CM_T_HELLO_ACK, 0, 0, 0, 0, 0, 0, NULL, 0);
+	send_frame(fd, CM_T_STANDBY, 0, 0, 0, 0, 0, 0, "no where", 8);
+	int st = wait_exit(rank, 3 * IO_MS);
+	ck_assert_msg(st != -1, "the rank did not stop");
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0, "the rank went on");
+	close(fd);
+	close(lfd);
+}
+END_TEST
+
 /* A MSG partly written when the CM died goes again whole, and its send
  * completes only with LOGGED. */
 START_TEST(partly_written_message_resent_whole)
@@ -529,6 +589,8 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, reconnect_resends_and_reposts);
 	tcase_add_test(tc, reconnect_twice);
+	tcase_add_test(tc, reconnect_to_named_standby);
+	tcase_add_test(tc, standby_not_an_address);
 	tcase_add_test(tc, partly_written_message_resent_whole);
 	tcase_add_test(tc, requests_reposted);
 	tcase_add_test(tc, restarted_rank_takes_over_after_reconnect);

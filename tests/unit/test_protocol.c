@@ -37,6 +37,9 @@ static struct cm_header make(uint8_t type)
 		h.src = h.dst = 0;
 		h.clock = 99;
 		break;
+	case CM_T_STANDBY:
+		h.len = 15; /* "127.0.0.1:7000" */
+		break;
 	case CM_T_MSG:
 	case CM_T_DELIVER:
 		h.tag = 5;
