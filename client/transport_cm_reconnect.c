@@ -227,7 +227,12 @@ static void try_connect(struct cmt *s, int cm, long long left_ms)
 	char why[128];
 	if (cm_parse_addr(text, &addr, why, sizeof why) < 0)
 		return; /* it was good at init */
-	int fd = cm_connect(&addr, (int)(left_ms < CONNECT_TRY_MS ? left_ms : CONNECT_TRY_MS));
+	/* With other places to try, a refusal moves on to the next one at
+	 * once: the CM may be back at any of them. */
+	long long budget = s->alts && s->alts[cm].n > 0 ? 0
+	                   : left_ms < CONNECT_TRY_MS   ? left_ms
+	                                                : CONNECT_TRY_MS;
+	int fd = cm_connect(&addr, (int)budget);
 	if (fd < 0)
 		return;
 	watch_silence(fd);

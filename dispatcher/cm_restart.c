@@ -15,8 +15,13 @@
  * mirrors its journal to. When the CM dies and its standby says
  * "takeover" (either may come first), the standby's process becomes CM
  * K: its address, host and journal from then on, and restarts of CM K
- * happen there. A standby that does not take over in time, or dies, leaves
- * the CM to be restarted on its own journal as without one. */
+ * happen there. Then CM K gets a new standby, on another host when there
+ * is one; once that listens, cmrun restarts CM K on its journal with
+ * --mirror (the CM copies the whole journal to it before it serves), and
+ * the ranks learn the new standby's address from the CM (STANDBY). So a
+ * CM survives its host's death again and again, one at a time. A standby
+ * that does not take over in time, or dies, leaves the CM to be restarted
+ * on its own journal as without one. */
 #include <config.h>
 
 #include "job.h"
@@ -33,6 +38,7 @@
 
 #include "cm_restart.h"
 #include "detect.h"
+#include "launch.h"
 #include "output.h"
 #include "spawn.h"
 
@@ -124,6 +130,67 @@ static void on_respawn(struct ev_loop *loop, ev_timer *w, int revents)
 	job->events.stop(job, CMRUN_EXIT_FAILURE);
 }
 
+/* CM cm's standby entry, reused for a new standby process (the last one
+ * took over): on another host when there is one, a journal copy of its
+ * own. It listens first; cmft_standby_ready then restarts the CM with it. */
+static void on_new_standby(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct cm_proc *cm = w->data;
+	struct job *job = ev_userdata(loop);
+	const struct cmrun_options *o = job->opts;
+	struct cm_proc *sb = &job->standbys[cm->index];
+	if (job->phase != PHASE_RUN || sb->state == PROC_RUNNING)
+		return;
+	int host = hosts_of_new_standby(&o->hosts, cm->index, cm->host_index);
+	*sb = (struct cm_proc){.index = cm->index,
+	                       .is_standby = true,
+	                       .journal_gen = cm->journal_gen + 1,
+	                       .host_index = host,
+	                       .remote = launch_is_remote(o, host),
+	                       .ready_fd = -1,
+	                       .report_fd = -1,
+	                       .stdin_wr = -1};
+	if (spawn_cm(job, sb) < 0) {
+		sb->used = true;
+		output_message("cmserver %d: no new standby could be started: it no longer "
+		               "survives its host's death",
+		               cm->index);
+		return;
+	}
+	detect_cm_spawned(job, sb);
+	output_verbose("cmserver %d: a new standby (pid %d) on host %s", cm->index, (int)sb->pid,
+	               o->hosts.list[host].name);
+}
+
+static void start_new_standby(struct job *job, struct cm_proc *cm)
+{
+	ev_timer_init(&cm->new_standby_timer, on_new_standby, 0., 0.);
+	cm->new_standby_timer.data = cm;
+	ev_timer_start(job->loop, &cm->new_standby_timer);
+}
+
+/* CM cm runs without copying its journal to its standby, which listens:
+ * it is stopped, and started again with the standby (it copies its
+ * journal whole first). Not a failure: not counted as a restart. */
+static void reprotect(struct job *job, struct cm_proc *cm)
+{
+	const struct cm_proc *sb = job->standbys ? &job->standbys[cm->index] : NULL;
+	if (sb == NULL || sb->state != PROC_RUNNING || !sb->ready || sb->used ||
+	    cm->state != PROC_RUNNING || !cm->ready || cm->mirrored || cm->pid <= 0 ||
+	    job->phase != PHASE_RUN)
+		return;
+	if (kill(cm->remote ? -cm->pid : cm->pid, SIGKILL) < 0)
+		return;
+	cm->reprotected = true;
+	output_verbose("cmserver %d (pid %d): restarting it with its new standby on %s", cm->index,
+	               (int)cm->pid, sb->addr);
+}
+
+void cmft_standby_ready(struct job *job, struct cm_proc *sb)
+{
+	reprotect(job, &job->cms[sb->index]);
+}
+
 /* The standby process sb becomes CM cm's: cm's entry takes over its pid,
  * pipes, address and host; sb's entry is used up. */
 static void adopt_standby(struct job *job, struct cm_proc *cm, struct cm_proc *sb)
@@ -146,7 +213,8 @@ static void adopt_standby(struct job *job, struct cm_proc *cm, struct cm_proc *s
 	snprintf(cm->unix_addr, sizeof cm->unix_addr, "%s", sb->unix_addr);
 	cm->ready = true;
 	cm->awaiting_standby = false;
-	cm->on_standby_journal = true;
+	cm->journal_gen = sb->journal_gen;
+	cm->mirrored = false;
 	cm->log_bytes = cm->replayed = cm->events_replayed = 0;
 	sb->state = PROC_NOT_STARTED;
 	sb->pid = 0;
@@ -157,6 +225,7 @@ static void adopt_standby(struct job *job, struct cm_proc *cm, struct cm_proc *s
 	output_verbose("cmserver %d: its standby (pid %d, host %s) took over on %s", cm->index,
 	               (int)cm->pid, job->opts->hosts.list[cm->host_index].name, cm->addr);
 	cmft_cm_listening(job, cm);
+	start_new_standby(job, cm);
 }
 
 static void on_standby_late(struct ev_loop *loop, ev_timer *w, int revents)
@@ -225,8 +294,26 @@ bool cmft_cm_died(struct job *job, struct cm_proc *cm, int wait_status)
 		return false;
 	char how[96];
 	describe_wait_status(wait_status, how, sizeof how);
-	job->had_faults = true;
 	ev_timer_stop(job->loop, &cm->start_timer);
+	if (cm->reprotected) {
+		/* Stopped by cmrun to be started with its new standby. */
+		cm->reprotected = false;
+		if (cm->err)
+			output_source_close(cm->err);
+		cm->err = NULL;
+		cm->replayed_before += cm->replayed;
+		cm->events_replayed_before += cm->events_replayed;
+		cm->replayed = cm->events_replayed = 0;
+		cm->stopping = false;
+		if (respawn(job, cm) == 0)
+			return true;
+		output_message("cmserver %d: restarting it with its new standby failed; stopping "
+		               "the job",
+		               cm->index);
+		cm->died = true;
+		return false;
+	}
+	job->had_faults = true;
 	if (cm->kill_injected)
 		cm->injected_kills++;
 	else if (cm->other_deaths++ == 0)
@@ -252,7 +339,7 @@ bool cmft_cm_died(struct job *job, struct cm_proc *cm, int wait_status)
 		output_source_close(cm->err);
 	cm->err = NULL;
 	struct cm_proc *sb = job->standbys ? &job->standbys[cm->index] : NULL;
-	if (sb && !sb->used && sb->state == PROC_RUNNING && !cm->on_standby_journal) {
+	if (sb && !sb->used && sb->state == PROC_RUNNING && cm->mirrored) {
 		if (sb->took_over) {
 			adopt_standby(job, cm, sb);
 			return true;
@@ -290,6 +377,8 @@ bool cmft_cm_died(struct job *job, struct cm_proc *cm, int wait_status)
 void cmft_cm_listening(struct job *job, struct cm_proc *cm)
 {
 	ev_timer_stop(job->loop, &cm->start_timer);
+	/* Started while its new standby was not listening yet. */
+	reprotect(job, cm);
 	if (cm->died_at == 0)
 		return;
 	double down = ev_now(job->loop) - cm->died_at;
@@ -397,8 +486,10 @@ void cmft_stop(struct job *job)
 		ev_timer_stop(job->loop, &job->kill_cm_at_timer);
 	if (o->kill_cm_every_ns)
 		ev_timer_stop(job->loop, &job->kill_cm_timer);
-	for (int i = 0; i < job->ncms; i++)
+	for (int i = 0; i < job->ncms; i++) {
 		ev_timer_stop(job->loop, &job->cms[i].start_timer);
+		ev_timer_stop(job->loop, &job->cms[i].new_standby_timer);
+	}
 }
 
 /* ---- the fault report ---- */

@@ -20,6 +20,9 @@ void cmft_standby_took_over(struct job *job, struct cm_proc *sb);
 void cmft_standby_exited(struct job *job, struct cm_proc *sb, int wait_status);
 /* A restarted CM reported its address again. */
 void cmft_cm_listening(struct job *job, struct cm_proc *cm);
+/* A standby started during the run (after its CM's standby took over)
+ * listens: the CM is started again with it (cmserver --mirror). */
+void cmft_standby_ready(struct job *job, struct cm_proc *sb);
 /* Arms and stops --kill-cm-at and --kill-cm-every (ft_start, ft_stop). */
 void cmft_start(struct job *job);
 void cmft_stop(struct job *job);

@@ -197,9 +197,12 @@ static void job_cm_ready(struct job *job, struct cm_proc *cm, const char *text)
 	snprintf(cm->addr, sizeof cm->addr, "%s", tcp);
 	snprintf(cm->unix_addr, sizeof cm->unix_addr, "%s", unix_text);
 	cm->ready = true;
-	output_verbose("cmserver %d (pid %d) listening %son %s%s%s", cm->index, (int)cm->pid,
+	output_verbose("%s %d (pid %d) listening %son %s%s%s",
+	               cm->is_standby ? "standby of cmserver" : "cmserver", cm->index, (int)cm->pid,
 	               again ? "again " : "", cm->addr, *unix_text ? " " : "", unix_text);
-	if (again)
+	if (cm->is_standby && job->phase == PHASE_RUN)
+		cmft_standby_ready(job, cm);
+	else if (again)
 		cmft_cm_listening(job, cm);
 }
 
@@ -759,6 +762,7 @@ static int make_tables(struct job *job)
 		struct cm_proc *cm = job_cm_proc(job, i);
 		cm->index = standby ? i - job->ncms : i;
 		cm->is_standby = standby;
+		cm->journal_gen = standby ? 1 : 0;
 		cm->ready_fd = -1;
 		cm->report_fd = -1;
 		cm->stdin_wr = -1;

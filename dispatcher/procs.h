@@ -135,10 +135,17 @@ struct cm_proc {
 	 * index's standby; an entry of job->cms whose standby took over runs
 	 * on the standby's journal and host from then on. */
 	bool is_standby;
-	bool took_over;          /* standby: it said "takeover" */
-	bool used;               /* standby: it took over, or died: not there any more */
-	bool awaiting_standby;   /* CM: died, its standby is expected to take over */
-	bool on_standby_journal; /* CM: the process serving it is its former standby */
+	bool took_over;        /* standby: it said "takeover" */
+	bool used;             /* standby: it took over, or died: not there any more */
+	bool awaiting_standby; /* CM: died, its standby is expected to take over */
+	/* Which journal file: a CM's own (0), or the copy of its g-th standby
+	 * (g >= 1), which a CM whose standby took over serves from. */
+	unsigned journal_gen;
+	bool mirrored;    /* CM: its process copies its journal to the standby */
+	bool reprotected; /* CM: killed by cmrun to be started with its new standby */
+	/* CM: starts its new standby once the old one's takeover is handled
+	 * (not from inside the handler of the report that said it). */
+	ev_timer new_standby_timer;
 };
 
 /* ---- procs.c ---- */

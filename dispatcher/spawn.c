@@ -678,22 +678,29 @@ spawned:
 
 /* cm's journal file (--cm-restart, cm_restart.c), "" without one: a
  * standby's copy, and the journal of a CM its standby took over, are the
- * standby's. */
+ * standby's (cm-K.standby, then cm-K.standby-2, ... for the standbys a CM
+ * gets after a takeover). */
 static void journal_path(const struct job *job, const struct cm_proc *cm, char *buf, size_t len)
 {
-	if (job->journal_dir)
-		snprintf(buf, len, "%s/cm-%d.%s", job->journal_dir, cm->index,
-		         cm->is_standby || cm->on_standby_journal ? "standby" : "journal");
-	else if (len)
-		buf[0] = '\0';
+	if (job->journal_dir == NULL) {
+		if (len)
+			buf[0] = '\0';
+	} else if (cm->journal_gen == 0) {
+		snprintf(buf, len, "%s/cm-%d.journal", job->journal_dir, cm->index);
+	} else if (cm->journal_gen == 1) {
+		snprintf(buf, len, "%s/cm-%d.standby", job->journal_dir, cm->index);
+	} else {
+		snprintf(buf, len, "%s/cm-%d.standby-%u", job->journal_dir, cm->index,
+		         cm->journal_gen);
+	}
 }
 
-/* The standby a first CM process copies its journal to (--cm-standby):
- * one that listens and has not been used. A restarted CM has a journal
- * already, which a standby cannot start from. */
+/* The standby a CM process copies its journal to (--cm-standby): one that
+ * listens and has not been used. A CM restarted on its journal copies the
+ * whole journal to it first (cmserver --mirror). */
 static const struct cm_proc *mirror_for(const struct job *job, const struct cm_proc *cm)
 {
-	if (job->standbys == NULL || cm->is_standby || cm->restarts > 0)
+	if (job->standbys == NULL || cm->is_standby)
 		return NULL;
 	const struct cm_proc *sb = &job->standbys[cm->index];
 	return sb->state == PROC_RUNNING && sb->ready && !sb->used ? sb : NULL;
@@ -757,6 +764,7 @@ int spawn_cm(struct job *job, struct cm_proc *cm)
 			argv[argc++] = "--journal-scratch";
 	}
 	const struct cm_proc *sb = mirror_for(job, cm);
+	cm->mirrored = sb != NULL;
 	if (cm->is_standby)
 		argv[argc++] = "--standby";
 	else if (sb) {

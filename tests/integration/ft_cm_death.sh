@@ -13,7 +13,8 @@
 # A restarted rank's CM dies while its HELLO waits there (programs/ft_suite
 # ring, FT_KILL_HOLD_MS).
 # CM_DEATH_CASES="master big ..." keeps only those cases (master,
-# stencil_with_rank, stencil_during_replay, big, restart_hello, ck64, ck2m,
+# stencil_with_rank, stencil_during_replay, big, restart_hello, again (with
+# --cm-standby only), ck64, ck2m,
 # npcm).
 # CM_DEATH_STANDBY=1 runs them all with cmrun --cm-standby instead: each
 # CM mirrors its journal to a standby, which takes over at the CM's first
@@ -42,6 +43,7 @@ ft_ref cmd_ref_ring --cms 2 -- ft_suite ring 30
 
 FT_CM_OPT=--cm-restart
 [ "${CM_DEATH_STANDBY:-0}" = 1 ] && FT_CM_OPT=--cm-standby
+[ "$FT_CM_OPT" = --cm-standby ] && FT_SLEEP_MS=50 ft_ref cmd_ref_ring_long --cms 2 -- ft_suite ring 60
 
 # cm_same NAME REF CM_DEATHS [cmrun options] -- PROGRAM ARGS: as ft_same,
 # and the fault report counts CM_DEATHS restarted channel memories.
@@ -86,6 +88,22 @@ scenarios() {
 	# dies: it reconnects, and the restarted CM admits it.
 	wanted restart_hello && FT_KILL_RANK=1 FT_KILL_AT=5 FT_KILL_HOLD_MS=2500 FT_SLEEP_MS=50 \
 		cm_same "cmd_restart_hello_$m" cmd_ref_ring 1 --kill-cm-at 1:1s -- ft_suite ring 30
+	# With standbys, the same CM dies again and again, 1.2 s apart: each
+	# time its standby takes over, and the CM gets a new standby, copies
+	# its journal there and tells its ranks where it is.
+	if [ "$FT_CM_OPT" = --cm-standby ] && wanted again; then
+		local before=$itest_failures took
+		FT_SLEEP_MS=50 cm_same "cmd_again_$m" cmd_ref_ring_long 3 -v --kill-cm-at 0:0.6s \
+			--kill-cm-at 0:1.8s --kill-cm-at 0:3s -- ft_suite ring 60
+		if [ "$itest_failures" -eq "$before" ] && itest_selected "cmd_again_$m"; then
+			took=$(grep -c 'cmserver 0: its standby (pid [0-9]*, host [^)]*) took over' \
+				"$itest_work/cmd_again_$m.err")
+			if [ "$took" -ne 3 ]; then
+				itest_fail "cmd_again_$m" "$took takeovers by a standby, expected 3"
+				itest_passes=$((itest_passes - 1))
+			fi
+		fi
+	fi
 	wanted ck64 && cm_same "cmd_ck64_$m" cmd_ref_ck64 2 --ckpt-dir "$itest_work/ck64_$m" \
 		--ckpt-every 0.15s --kill-every 0.35s --kill-count 2 --kill-cm-every 0.3s \
 		--seed 11 -- "${CK64[@]}"
