@@ -14,6 +14,11 @@
  * (transport_repl_send.c), non-masters read lazily, and a master with a
  * single source sleeps in recvmsg() on it (transport_repl_wait.c).
  *
+ * Memory: every message a replica sends is copied (a master's record until
+ * written to every destination replica, a backup until committed), so no
+ * send waits for its receiver (but MPI_Ssend for its ack); a send that
+ * finds more than CM_QUEUE_MAX held waits instead (wait_queue_room, below).
+ *
  * Message id: (source, destination, sequence number of the pair), computed
  * identically by every replica; the pair's sequence goes in the header's
  * clock. A receiver accepts exactly sequence next[src], holds later ones
@@ -160,6 +165,30 @@ static const struct cm_conn_ops repl_ops = {
 
 /* ---- requests ---- */
 
+/* Before a send to another rank: while this replica holds more than
+ * CM_QUEUE_MAX for its sends (struct repl: queued), waits in progress. A
+ * master's records are freed once every write of theirs is in the kernel,
+ * so it first writes its batch (the copies that wait for it), then waits
+ * for the sockets to take the rest; a non-master's backups are freed by
+ * its master's commits, which progress reads. Progress reads every
+ * connection meanwhile, so ranks that send to each other without
+ * receiving do not deadlock (each one's records drain into the others'
+ * unexpected messages, as in the direct transport), and neither do a
+ * master and its replicas: the master's records wait for the replicas of
+ * their destinations to read, never for its own replicas, and its commits
+ * go out whatever those do. */
+static int wait_queue_room(struct cm_transport *t)
+{
+	struct repl *s = t->state;
+	while (s->queued > CM_QUEUE_MAX) {
+		if (s->deferred)
+			repl_flush(s);
+		if (s->queued > CM_QUEUE_MAX && repl_progress(t, -1) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* Every replica does its sends to itself locally (nothing on the wire);
  * the others are the sending side's. */
 static int repl_isend(struct cm_transport *t, struct cm_req *req)
@@ -178,6 +207,8 @@ static int repl_isend(struct cm_transport *t, struct cm_req *req)
 		return -1;
 	if (req->peer == s->rank)
 		return repl_self_send(s, req);
+	if (wait_queue_room(t) < 0)
+		return -1;
 	return repl_send_to_peer(s, req);
 }
 
@@ -205,10 +236,14 @@ static void repl_free(struct repl *s)
 		n = r->next;
 		repl_record_free(s, r);
 	}
-	for (struct rrec *r = s->inflight, *n; r; r = n) {
-		n = r->next;
-		repl_record_free(s, r);
+	for (int dst = 0; s->inflight && dst < s->size; dst++) {
+		struct rrec *r;
+		cm_list_for_each(r, &s->inflight[dst], struct rrec, link)
+		{
+			repl_record_free(s, r);
+		}
 	}
+	free(s->inflight);
 	repl_spare_free(s);
 	cm_reqmap_free(&s->syncs);
 	free(s->out);
@@ -218,7 +253,6 @@ static void repl_free(struct repl *s)
 	free(s->sendseq);
 	free(s->committed);
 	free(s->commit_sent);
-	free(s->commit_upto);
 	free(s->batch_saved);
 	free(s->batch_conns);
 	free(s->nextseq);
@@ -249,12 +283,14 @@ static int repl_setup(struct repl *s, const struct cm_job *job)
 	s->sendseq = calloc((size_t)job->size, sizeof *s->sendseq);
 	s->committed = calloc((size_t)job->size, sizeof *s->committed);
 	s->commit_sent = calloc((size_t)job->size, sizeof *s->commit_sent);
-	s->commit_upto = calloc((size_t)job->size, sizeof *s->commit_upto);
+	s->inflight = calloc((size_t)job->size, sizeof *s->inflight);
+	for (int dst = 0; s->inflight && dst < job->size; dst++)
+		cm_list_init(&s->inflight[dst]);
 	s->batch_saved = calloc(nproc, 1);
 	s->batch_conns = calloc(nproc, sizeof *s->batch_conns);
 	s->nextseq = calloc((size_t)job->size, sizeof *s->nextseq);
 	if (s->net.epfd < 0 || !s->out || !s->dead || !s->finished || !s->addrs || !s->sendseq ||
-	    !s->committed || !s->commit_sent || !s->commit_upto || !s->batch_saved ||
+	    !s->committed || !s->commit_sent || !s->inflight || !s->batch_saved ||
 	    !s->batch_conns || !s->nextseq) {
 		cm_err("rank %d: cannot set up the replication transport: %s", job->rank,
 		       strerror(errno));
@@ -306,7 +342,7 @@ static int repl_init(struct cm_transport *t, const struct cm_job *job)
 static int flushed(void *state)
 {
 	struct repl *s = state;
-	return s->fatal || (!s->inflight && !cm_connset_output_pending(&s->net));
+	return s->fatal || (s->ninflight == 0 && !cm_connset_output_pending(&s->net));
 }
 
 static int repl_finalize(struct cm_transport *t)

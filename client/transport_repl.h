@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 
 #include "conn.h"
+#include "list.h"
 #include "transport.h"
 #include "transport_common.h"
 #include "transport_match.h"
@@ -35,9 +36,10 @@ struct repl_copy {
 /* A message this replica sends: a backup (non-master) or in flight
  * (master: being written to the destination's replicas). */
 struct rrec {
-	struct rrec *next;  /* in the backups or the in-flight list */
-	struct rrec *dnext; /* in the batch of deferred writes */
-	int batched;        /* some writes wait for the batch (defer) */
+	struct rrec *next;   /* in the backups */
+	struct cm_list link; /* in the in-flight list of its destination */
+	struct rrec *dnext;  /* in the batch of deferred writes */
+	int batched;         /* some writes wait for the batch (defer) */
 	int dst;
 	int tag;
 	uint32_t ctx;
@@ -86,17 +88,26 @@ struct repl {
 	uint64_t *committed; /* [size] our master committed sequences below this */
 	uint64_t *nextseq;   /* [size] next sequence accepted from each rank */
 	struct rrec *backups, *backups_tail;
-	struct rrec *inflight, *inflight_tail; /* oldest first */
-	struct rrec *spare;                    /* freed small records, for reuse */
+	/* [size] per destination, oldest first: the head holds the lowest
+	 * sequence still being written, so a commit needs no search. */
+	struct cm_list *inflight;
+	size_t ninflight, inflight_bytes;
+	struct rrec *spare; /* freed small records, for reuse */
 	int nspare;
+	/* Memory this replica holds for its sends to other ranks: every
+	 * record (backup or in flight, repl_record_new) and the frames queued
+	 * on the connections it opened (cm_conn_count_into). A send that finds
+	 * more than CM_QUEUE_MAX waits (transport_repl.c: wait_queue_room). */
+	size_t queued;
 	/* Master: batches (transport_repl_send.c). deferred: records with
 	 * writes to non-master replicas waiting for the batch, oldest first.
 	 * commit_sent[dst]: our last commit covered dst's sequences below it;
 	 * uncommitted(_bytes, _since_ms): messages put on the wire since,
-	 * i.e. what each replica of ours keeps as backups. */
+	 * i.e. what each replica of ours keeps as backups; those no longer in
+	 * flight are the ones the next commit can cover. */
 	struct rrec *deferred, *deferred_tail;
+	size_t ndeferred, deferred_bytes;
 	uint64_t *commit_sent; /* [size] */
-	uint64_t *commit_upto; /* [size] scratch of repl_commit */
 	size_t uncommitted, uncommitted_bytes;
 	long long uncommitted_since_ms;
 	int replicas_queued; /* frames (events, commits) queued to our replicas */

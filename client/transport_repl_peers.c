@@ -63,6 +63,7 @@ struct cm_conn *repl_link_to(struct repl *s, int p)
 	}
 	c->peer = p;
 	c->peer_may_die = 1; /* a replica dies and the rank goes on */
+	cm_conn_count_into(c, &s->queued);
 	if (cm_connset_add(&s->net, c, s->rank) < 0) {
 		cm_conn_free(c);
 		return NULL;

@@ -19,12 +19,26 @@
 #define REPL_SMALL_RECORD 256
 #define REPL_SPARE_RECORDS 256
 
-struct rrec *repl_record_new(struct repl *s, size_t len)
+/* Where a record's payload starts: one allocation holds the record, its
+ * per-replica arrays and the payload. */
+static size_t record_data_at(const struct repl *s)
 {
-	/* One allocation: the record, its per-replica arrays, the payload. */
 	size_t nrep = (size_t)s->nrep;
 	size_t head = sizeof(struct rrec) + nrep * sizeof(struct repl_copy);
-	size_t data_at = (head + nrep + 15) & ~(size_t)15;
+	return (head + nrep + 15) & ~(size_t)15;
+}
+
+/* What a record costs the replica, with the allocator's overhead: a flood
+ * of tiny messages is bounded as well as a few large ones. */
+static size_t record_cost(const struct repl *s, const struct rrec *r)
+{
+	return record_data_at(s) + r->cap + 16;
+}
+
+struct rrec *repl_record_new(struct repl *s, size_t len)
+{
+	size_t nrep = (size_t)s->nrep;
+	size_t data_at = record_data_at(s);
 	size_t cap = len <= REPL_SMALL_RECORD ? REPL_SMALL_RECORD : len;
 	struct rrec *r = NULL;
 	if (cap == REPL_SMALL_RECORD && s->spare) {
@@ -35,15 +49,18 @@ struct rrec *repl_record_new(struct repl *s, size_t len)
 		return NULL;
 	}
 	memset(r, 0, data_at);
+	cm_list_init(&r->link);
 	r->cap = cap;
 	r->copies = (struct repl_copy *)(r + 1);
 	r->defer = (char *)(r->copies + nrep);
 	r->data = len ? (char *)r + data_at : NULL;
+	s->queued += record_cost(s, r);
 	return r;
 }
 
 void repl_record_free(struct repl *s, struct rrec *r)
 {
+	s->queued -= record_cost(s, r);
 	if (r->cap == REPL_SMALL_RECORD && s->nspare < REPL_SPARE_RECORDS) {
 		r->next = s->spare;
 		s->spare = r;
@@ -71,14 +88,16 @@ void repl_spare_free(struct repl *s)
  * backups. Each non-master replica (the destination's and our own) is
  * then woken once per batch, not once per message. A batch goes out
  * (repl_flush) once REPL_BATCH_COUNT messages or REPL_BATCH_BYTES bytes
- * are uncommitted, when the oldest is REPL_BATCH_MS old (repl_progress),
- * when a process dies (reap: a promoted replica must get what its dead
- * master had), at promotion and at finalize. This bounds what a replica
- * keeps as backups. It is safe because a record is committed only once all its
- * writes are in the kernel: if we die with writes still queued, our next
- * replica re-sends the message (receivers drop what they have). Large
- * messages (REPL_BATCH_MAX and up) are written to every replica at once:
- * a batch would save nothing. */
+ * wait for it (batch_full), when the oldest uncommitted one is
+ * REPL_BATCH_MS old (repl_progress), when a process dies (reap: a
+ * promoted replica must get what its dead master had), at promotion and
+ * at finalize. So our replicas' backups are rarely more than a batch
+ * behind what the sockets took; what a replica holds in all is bounded by
+ * CM_QUEUE_MAX (transport_repl.c: wait_queue_room). It is safe because
+ * a record is committed only once all its writes are in the kernel: if we
+ * die with writes still queued, our next replica re-sends the message
+ * (receivers drop what they have). Large messages (REPL_BATCH_MAX and up)
+ * are written to every replica at once: a batch would save nothing. */
 
 /* Writes (or queues) record r's message to replica k of its destination
  * over c; copy k tells repl_on_sent when it is in the kernel. */
@@ -102,6 +121,8 @@ static void write_deferred(struct repl *s)
 {
 	struct rrec *list = s->deferred;
 	s->deferred = s->deferred_tail = NULL;
+	s->ndeferred = 0;
+	s->deferred_bytes = 0;
 	size_t nconns = 0;
 	for (struct rrec *r = list; r; r = r->dnext) {
 		for (int k = 0; k < s->nrep; k++) {
@@ -148,45 +169,58 @@ static void write_deferred(struct repl *s)
 	s->in_batch = 0;
 }
 
+/* Messages written everywhere since the last commit: what a commit now
+ * would free in our replicas. */
+static int commit_due(const struct repl *s)
+{
+	return s->uncommitted - s->ninflight >= REPL_BATCH_COUNT ||
+	       s->uncommitted_bytes - s->inflight_bytes >= REPL_BATCH_BYTES;
+}
+
+/* Is the batch big enough to go out: the writes waiting for it, and the
+ * messages written but not committed? Messages still being written (a
+ * receiver slower than us) do not count: flushing the batch moves them
+ * no further. */
+static int batch_full(const struct repl *s)
+{
+	return s->uncommitted - s->ninflight + s->ndeferred >= REPL_BATCH_COUNT ||
+	       s->uncommitted_bytes - s->inflight_bytes + s->deferred_bytes >= REPL_BATCH_BYTES;
+}
+
 void repl_commit(struct repl *s, int flush)
 {
-	size_t left = 0, left_bytes = 0;
-	for (const struct rrec *r = s->inflight; r; r = r->next) {
-		left++;
-		left_bytes += r->len;
-	}
-	if (s->uncommitted == left)
+	if (s->uncommitted == s->ninflight)
 		return; /* nothing new is written */
-	/* Everything to dst below upto is in every live destination replica's
-	 * kernel: sent, or skipped because an earlier master committed it. */
-	uint64_t *upto = s->commit_upto;
-	for (int dst = 0; dst < s->size; dst++)
-		upto[dst] = s->sendseq[dst];
-	for (const struct rrec *r = s->inflight; r; r = r->next)
-		if (r->seq < upto[r->dst])
-			upto[r->dst] = r->seq;
 	int queued = 0;
 	for (int dst = 0; dst < s->size; dst++) {
-		if (upto[dst] <= s->commit_sent[dst])
+		/* Everything to dst below upto is in every live destination
+		 * replica's kernel: sent, or skipped because an earlier master
+		 * committed it. */
+		uint64_t upto = s->sendseq[dst];
+		const struct rrec *oldest =
+		    cm_list_entry(cm_list_first(&s->inflight[dst]), struct rrec, link);
+		if (oldest)
+			upto = oldest->seq;
+		if (upto <= s->commit_sent[dst])
 			continue;
-		s->commit_sent[dst] = upto[dst];
+		s->commit_sent[dst] = upto;
 		for (int k = 0; k < s->nrep; k++) {
 			int p = s->rank * s->nrep + k;
 			if (k == s->replica || s->dead[p] || s->finished[p])
 				continue;
 			struct cm_conn *c = repl_link_to(s, p);
-			if (c && cm_conn_queue_ctl(
-			             c,
-			             &(struct cm_header){.type = CM_T_SYNC_ACK,
-			                                 .src = s->rank,
-			                                 .dst = s->rank,
-			                                 .clock = repl_key(dst, upto[dst] - 1)},
-			             NULL, 0) == 0)
+			if (c &&
+			    cm_conn_queue_ctl(c,
+			                      &(struct cm_header){.type = CM_T_SYNC_ACK,
+			                                          .src = s->rank,
+			                                          .dst = s->rank,
+			                                          .clock = repl_key(dst, upto - 1)},
+			                      NULL, 0) == 0)
 				queued = 1;
 		}
 	}
-	s->uncommitted = left;
-	s->uncommitted_bytes = left_bytes;
+	s->uncommitted = s->ninflight;
+	s->uncommitted_bytes = s->inflight_bytes;
 	s->uncommitted_since_ms = cm_now_ms();
 	if (queued)
 		s->replicas_queued = 1;
@@ -220,19 +254,13 @@ void repl_record_done(struct repl *s, struct rrec *r)
 {
 	if (r->batched)
 		return; /* write_deferred finishes it */
-	struct rrec **pp = &s->inflight, *prev = NULL;
-	while (*pp && *pp != r) {
-		prev = *pp;
-		pp = &(*pp)->next;
-	}
-	if (*pp == NULL)
-		return;
-	*pp = r->next;
-	if (s->inflight_tail == r)
-		s->inflight_tail = prev;
+	if (cm_list_empty(&r->link))
+		return; /* linked to itself: in no list, not in flight */
+	cm_list_remove(&r->link);
+	s->ninflight--;
+	s->inflight_bytes -= r->len;
 	repl_record_free(s, r);
-	if (!s->in_batch &&
-	    (s->uncommitted >= REPL_BATCH_COUNT || s->uncommitted_bytes >= REPL_BATCH_BYTES))
+	if (!s->in_batch && commit_due(s))
 		repl_commit(s, 1);
 }
 
@@ -250,11 +278,9 @@ static int any_finished(const struct repl *s, int rank)
 int repl_wire_send(struct repl *s, struct rrec *r)
 {
 	r->next = NULL;
-	if (s->inflight_tail)
-		s->inflight_tail->next = r;
-	else
-		s->inflight = r;
-	s->inflight_tail = r;
+	cm_list_push_back(&s->inflight[r->dst], &r->link);
+	s->ninflight++;
+	s->inflight_bytes += r->len;
 	if (s->uncommitted++ == 0)
 		s->uncommitted_since_ms = cm_now_ms();
 	s->uncommitted_bytes += r->len;
@@ -293,11 +319,13 @@ int repl_wire_send(struct repl *s, struct rrec *r)
 		else
 			s->deferred = r;
 		s->deferred_tail = r;
+		s->ndeferred++;
+		s->deferred_bytes += r->len;
 	}
 	r->pending--;
 	if (r->pending == 0)
 		repl_record_done(s, r);
-	if (s->uncommitted >= REPL_BATCH_COUNT || s->uncommitted_bytes >= REPL_BATCH_BYTES)
+	if (batch_full(s))
 		repl_flush(s);
 	return s->fatal ? -1 : 0;
 }
@@ -317,20 +345,21 @@ void repl_on_sent(struct cm_conn *c, void *token)
 /* Connection c is going: its unwritten copies will never be written. */
 void repl_settle_conn(struct repl *s, struct cm_conn *c)
 {
-	struct rrec *r = s->inflight;
-	while (r) {
-		struct rrec *next = r->next;
-		int settled = 0;
-		for (int k = 0; k < s->nrep; k++) {
-			if (r->copies[k].conn == c) {
-				r->copies[k].conn = NULL;
-				r->pending--;
-				settled = 1;
+	for (int dst = 0; dst < s->size; dst++) {
+		struct rrec *r;
+		cm_list_for_each(r, &s->inflight[dst], struct rrec, link)
+		{
+			int settled = 0;
+			for (int k = 0; k < s->nrep; k++) {
+				if (r->copies[k].conn == c) {
+					r->copies[k].conn = NULL;
+					r->pending--;
+					settled = 1;
+				}
 			}
+			if (settled && r->pending == 0)
+				repl_record_done(s, r); /* may free r */
 		}
-		if (settled && r->pending == 0)
-			repl_record_done(s, r); /* may free r */
-		r = next;
 	}
 }
 
@@ -416,10 +445,14 @@ void repl_on_commit(struct repl *s, uint64_t key)
 		return;
 	if (seq + 1 > s->committed[dst])
 		s->committed[dst] = seq + 1;
+	/* Backups are in sending order, so dst's ascend: the walk ends at the
+	 * first one the commit does not cover (the tail is then unchanged). */
 	struct rrec **pp = &s->backups, *prev = NULL;
 	while (*pp) {
 		struct rrec *r = *pp;
-		if (r->dst == dst && r->seq <= seq) {
+		if (r->dst == dst && r->seq > seq)
+			return;
+		if (r->dst == dst) {
 			*pp = r->next;
 			repl_record_free(s, r);
 			continue;

@@ -16,6 +16,21 @@
 # before either receives, so each one's held-back sends must keep taking
 # in the other's (no deadlock, same output as through a CM).
 #
+# The replication transport (--replicate 2) copies every message it sends,
+# so every send completes at once: rank 0's master keeps its copy until
+# each replica of rank 1 has it in its kernel, and rank 0's other replica
+# keeps one (a backup) until the master commits it. Each replica holds at
+# most CM_QUEUE_MAX of copies and queued frames, and waits past it. The
+# same send_ahead jobs run with --replicate 2: a million 64-byte messages,
+# then "mixed" (16384 messages, of every 64 one of 1 MiB, 15 of 16 KiB,
+# 48 of 64 bytes: 320 MiB in all) toward a rank 1 whose replicas sleep 2 s;
+# the peak RSS of each of rank 0's replicas must stay within 64 MiB
+# (measured 17 to 20 MiB; without the bound 325 MiB for "mixed", and the
+# million messages reached 398 MiB and did not end within the job's 300 s,
+# nor did the exchange), with the output of the direct run, also with
+# rank 0's master killed 1 s in (its replica takes over with its
+# backups); and the exchange ("both") must not deadlock.
+#
 # With --cm-restart a rank keeps every message it wrote until its
 # CM says it is logged, at most CM_RETAIN_MAX (64 MiB) per connection, and
 # waits for LOGGED past it (client/conn.h). programs/retain_stream (rank 0
@@ -64,22 +79,26 @@ KILLS=12
 TINY=1000000  # 64-byte messages in the second job
 AHEAD=1000000 # send_ahead's messages toward a sleeping rank
 EXCHANGE=200000
+MIXED=16384 # send_ahead's mixed stream: 320 MiB
 
 hwm_kib() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
 
-# sample NAME: the peak VmHWM of rank 0 (every incarnation cmrun -v names)
-# into NAME.peak until NAME.stop appears; kills it past the ceiling.
+# sample NAME: the peak VmHWM of rank 0 (the largest of every incarnation
+# or replica cmrun -v names) into NAME.peak until NAME.stop appears; kills
+# a process of it past the ceiling.
 sample() {
 	local err=$itest_work/$1.err stop=$itest_work/$1.stop pid peak=0 kib
 	while [ ! -e "$stop" ]; do
-		pid=$(sed -n 's/.*rank 0 started (pid \([0-9]*\).*/\1/p' "$err" 2>/dev/null | tail -n 1)
-		if [ -n "$pid" ] && kib=$(hwm_kib "$pid") && [ -n "$kib" ]; then
+		while read -r pid; do
+			kib=$(hwm_kib "$pid")
+			[ -n "$kib" ] || continue
 			[ "$kib" -gt "$peak" ] && peak=$kib
 			if [ "$kib" -gt "$CEILING_KIB" ]; then
 				echo "$1: rank 0 passed $((CEILING_KIB / 1024)) MiB: killing it (pid $pid)"
 				kill -KILL "$pid" 2>/dev/null
 			fi
-		fi
+		done < <(sed -n 's/.*rank 0 \(replica [0-9]* \)\{0,1\}started (pid \([0-9]*\).*/\2/p' \
+			"$err" 2>/dev/null)
 		echo "$peak" >"$itest_work/$1.peak"
 		sleep 0.2
 	done
@@ -129,6 +148,33 @@ fi
 ft_ref rrb_ref_exchange --cms 1 -- send_ahead "$EXCHANGE" 0 both
 ft_same rrb_exchange_direct rrb_ref_exchange --transport direct -- \
 	send_ahead "$EXCHANGE" 1000 both
+
+# The replication transport: both replicas of rank 0 within the bound
+# (the largest is what peak_within checks), a flood of tiny messages and
+# one of small and large ones, then the exchange.
+if itest_selected rrb_ahead_repl; then
+	FT_VERBOSE=1 peak_within rrb_ahead_repl "$QUEUE_BOUND_KIB" ft_same rrb_ahead_repl \
+		rrb_ref_ahead -v --replicate 2 -- send_ahead "$AHEAD" 2000
+fi
+ft_ref rrb_ref_mixed --transport direct -- send_ahead "$MIXED" 0 mixed
+if itest_selected rrb_mixed_repl; then
+	FT_VERBOSE=1 peak_within rrb_mixed_repl "$QUEUE_BOUND_KIB" ft_same rrb_mixed_repl \
+		rrb_ref_mixed -v --replicate 2 -- send_ahead "$MIXED" 2000 mixed
+fi
+# Rank 0's master killed while it and its replica are held at the bound:
+# the replica takes over with its backups (at most the bound) and
+# re-sends them.
+name=rrb_mixed_repl_kill before=$itest_failures
+if itest_selected "$name"; then
+	FT_VERBOSE=1 peak_within "$name" "$QUEUE_BOUND_KIB" ft_same "$name" rrb_ref_mixed -v \
+		--replicate 2 --kill-at 0:1s --kill-replica 0 -- send_ahead "$MIXED" 2000 mixed
+	if [ "$itest_failures" -eq "$before" ] &&
+		! grep -q 'rank 0 replica 0 .*killed by signal SIGKILL' "$itest_work/$name.err"; then
+		itest_fail "$name" "rank 0's master was not killed"
+		itest_passes=$((itest_passes - 1))
+	fi
+fi
+ft_same rrb_exchange_repl rrb_ref_exchange --replicate 2 -- send_ahead "$EXCHANGE" 1000 both
 
 # bounded NAME REF [CMRUN OPTIONS] -- PROGRAM ARGS: as ft_same, through
 # one CM killed KILLS times, and rank 0's peak RSS within the bound.
