@@ -248,6 +248,7 @@ static int catch_up(struct cm_journal *j)
 {
 	struct cm_mirror *m = j->catching_up;
 	j->catching_up = NULL;
+	long long t0 = cm_now_ms();
 	cm_journal_flush(j);
 	struct stat st, dst;
 	uint8_t *chunk = malloc(CATCH_UP_CHUNK);
@@ -276,8 +277,10 @@ static int catch_up(struct cm_journal *j)
 	j->rec_end = (uint64_t)st.st_size;
 	j->mirror = m;
 	pthread_mutex_unlock(&j->mu);
-	cm_info("journal %s: copied whole to the standby (%llu bytes of records, %llu of data)",
-	        j->path, (unsigned long long)st.st_size, (unsigned long long)dst.st_size);
+	cm_info("journal %s: copied whole to the standby (%llu bytes of records, %llu of data) "
+	        "in %.3f s",
+	        j->path, (unsigned long long)st.st_size, (unsigned long long)dst.st_size,
+	        (double)(cm_now_ms() - t0) / 1e3);
 	return 0;
 }
 

@@ -15,13 +15,13 @@
  * mirrors its journal to. When the CM dies and its standby says
  * "takeover" (either may come first), the standby's process becomes CM
  * K: its address, host and journal from then on, and restarts of CM K
- * happen there. Then CM K gets a new standby, on another host when there
- * is one; once that listens, cmrun restarts CM K on its journal with
- * --mirror (the CM copies the whole journal to it before it serves), and
- * the ranks learn the new standby's address from the CM (STANDBY). So a
- * CM survives its host's death again and again, one at a time. A standby
- * that does not take over in time, or dies, leaves the CM to be restarted
- * on its own journal as without one. */
+ * happen there. Then CM K gets a new standby where the dead process
+ * served (its host and address); once that listens, cmrun restarts CM K
+ * on its journal with --mirror (the CM copies the whole journal to it
+ * before it serves). So the two take turns on two addresses every rank
+ * knows, and a CM survives its death again and again, one at a time. A
+ * standby that does not take over in time, or dies, leaves the CM to be
+ * restarted on its own journal as without one. */
 #include <config.h>
 
 #include "job.h"
@@ -131,8 +131,13 @@ static void on_respawn(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 /* CM cm's standby entry, reused for a new standby process (the last one
- * took over): on another host when there is one, a journal copy of its
- * own. It listens first; cmft_standby_ready then restarts the CM with it. */
+ * took over), with a journal copy of its own, where the CM's dead process
+ * served: its host and address. So a CM and its standby take turns on two
+ * addresses that every rank knows (the CM's and the standby's of the job's
+ * start, CHANMEM_CMS and CHANMEM_CM_STANDBYS), and a rank finds the one
+ * serving whenever it reconnects, whatever it missed. On a host that is
+ * gone it cannot start: the CM then runs on without a standby. It listens
+ * first; cmft_standby_ready then restarts the CM with it. */
 static void on_new_standby(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct cm_proc *cm = w->data;
@@ -141,15 +146,17 @@ static void on_new_standby(struct ev_loop *loop, ev_timer *w, int revents)
 	struct cm_proc *sb = &job->standbys[cm->index];
 	if (job->phase != PHASE_RUN || sb->state == PROC_RUNNING)
 		return;
-	int host = hosts_of_new_standby(&o->hosts, cm->index, cm->host_index);
 	*sb = (struct cm_proc){.index = cm->index,
 	                       .is_standby = true,
 	                       .journal_gen = cm->journal_gen + 1,
-	                       .host_index = host,
-	                       .remote = launch_is_remote(o, host),
+	                       .host_index = cm->prev_host,
+	                       .remote = launch_is_remote(o, cm->prev_host),
 	                       .ready_fd = -1,
 	                       .report_fd = -1,
 	                       .stdin_wr = -1};
+	snprintf(sb->addr, sizeof sb->addr, "%s", cm->prev_addr);
+	snprintf(sb->unix_addr, sizeof sb->unix_addr, "%s", cm->prev_unix);
+	job_standbys_changed(job);
 	if (spawn_cm(job, sb) < 0) {
 		sb->used = true;
 		output_message("cmserver %d: no new standby could be started: it no longer "
@@ -158,8 +165,8 @@ static void on_new_standby(struct ev_loop *loop, ev_timer *w, int revents)
 		return;
 	}
 	detect_cm_spawned(job, sb);
-	output_verbose("cmserver %d: a new standby (pid %d) on host %s", cm->index, (int)sb->pid,
-	               o->hosts.list[host].name);
+	output_verbose("cmserver %d: a new standby (pid %d) on host %s, on %s", cm->index,
+	               (int)sb->pid, o->hosts.list[sb->host_index].name, sb->addr);
 }
 
 static void start_new_standby(struct job *job, struct cm_proc *cm)
@@ -198,6 +205,9 @@ static void adopt_standby(struct job *job, struct cm_proc *cm, struct cm_proc *s
 	ev_timer_stop(job->loop, &cm->start_timer);
 	if (sb->report_fd >= 0)
 		ev_io_stop(job->loop, &sb->report_io);
+	snprintf(cm->prev_addr, sizeof cm->prev_addr, "%s", cm->addr);
+	snprintf(cm->prev_unix, sizeof cm->prev_unix, "%s", cm->unix_addr);
+	cm->prev_host = cm->host_index;
 	cm->pid = sb->pid;
 	cm->state = sb->state; /* still counted in cms_running, once */
 	cm->host_index = sb->host_index;

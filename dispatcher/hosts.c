@@ -395,18 +395,6 @@ int hosts_of_standby(const struct cmrun_hosts *h, int cm)
 	return home;
 }
 
-int hosts_of_new_standby(const struct cmrun_hosts *h, int cm, int serving)
-{
-	int first = hosts_of_cm(h, cm);
-	unsigned role = nth_with_role(h, HOST_ROLE_CM, 0) >= 0 ? HOST_ROLE_CM : HOST_ROLE_RANK;
-	for (int k = 1; k <= h->count; k++) {
-		int i = nth_with_role(h, role, cm + k);
-		if (i >= 0 && i != serving && i != first)
-			return i;
-	}
-	return first != serving ? first : serving;
-}
-
 int hosts_of_ckpt(const struct cmrun_hosts *h)
 {
 	int i = nth_with_role(h, HOST_ROLE_CKPT, 0);

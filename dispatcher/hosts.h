@@ -58,11 +58,6 @@ int hosts_of_cm(const struct cmrun_hosts *h, int cm);
 /* Where CM cm's standby runs (--cm-standby): the next CM host (rank host
  * when none has role cm) that is not CM cm's, or its own with one host. */
 int hosts_of_standby(const struct cmrun_hosts *h, int cm);
-/* Where a new standby of CM cm goes once its standby took over and serves
- * on host serving: a host of the standbys' role other than serving and
- * than cm's first host (whose death is the likely reason), else cm's
- * first host, else serving itself. */
-int hosts_of_new_standby(const struct cmrun_hosts *h, int cm, int serving);
 /* The host of the checkpoint server: the first with role ckpt, else the
  * first host. */
 int hosts_of_ckpt(const struct cmrun_hosts *h);

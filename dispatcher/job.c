@@ -73,9 +73,9 @@ static void job_stop(struct job *job, int status)
  * sockets of direct-transport ranks, the ranks' environment and the ranks
  * themselves, each at its phase ---- */
 
-/* "CHANMEM_CM_STANDBYS=..." (--cm-standby): every CM's standby by TCP.
- * Kept for the whole job: once a standby serves it is also the CM's
- * address, and a dead one refuses at once. */
+/* "CHANMEM_CM_STANDBYS=..." (--cm-standby): every CM's standby by TCP, as
+ * it is when a rank starts: with CHANMEM_CMS, the two addresses a CM and
+ * its standby take turns on (cm_restart.c). */
 static char *standbys_env(struct job *job)
 {
 	size_t cap = strlen(CM_ENV_CM_STANDBYS) + 2 + (size_t)job->ncms * 33;
@@ -87,6 +87,17 @@ static char *standbys_env(struct job *job)
 		len += (size_t)snprintf(env + len, cap - len, "%s%s", i ? "," : "",
 		                        job->standbys[i].addr[0] ? job->standbys[i].addr : "-");
 	return env;
+}
+
+void job_standbys_changed(struct job *job)
+{
+	if (job->standbys == NULL || job->rank_env == NULL || job->standbys_env_slot < 0)
+		return;
+	char *env = standbys_env(job);
+	if (env == NULL)
+		return; /* out of memory: ranks started from now on get the older list */
+	free(job->rank_env[job->standbys_env_slot]);
+	job->rank_env[job->standbys_env_slot] = env;
 }
 
 static int build_rank_env(struct job *job)
@@ -121,8 +132,12 @@ static int build_rank_env(struct job *job)
 	if (o->cm_restart && asprintf(&job->rank_env[n++], "%s=%d", CMRUN_ENV_CM_RECONNECT,
 	                              CMRUN_CM_RECONNECT_S) < 0)
 		return -1;
-	if (job->standbys && (job->rank_env[n++] = standbys_env(job)) == NULL)
-		return -1;
+	job->standbys_env_slot = -1;
+	if (job->standbys) {
+		job->standbys_env_slot = n;
+		if ((job->rank_env[n++] = standbys_env(job)) == NULL)
+			return -1;
+	}
 	if (job->ckpt_pid > 0 &&
 	    (asprintf(&job->rank_env[n++], "%s=%s", CM_ENV_CKPT, job->ckpt_addr) < 0 ||
 	     asprintf(&job->rank_env[n++], "%s=%s", CM_ENV_JOB_ID, job->ckpt_job_id) < 0 ||

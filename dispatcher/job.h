@@ -65,8 +65,9 @@ struct job {
 	char *peers;     /* CHANMEM_PEERS value (transport direct) */
 	char **base_env; /* the user's environment minus the job variables */
 	size_t base_env_len;
-	char **rank_env; /* CHANMEM_* entries common to every rank, NULL-terminated */
-	int rank0_stdin; /* read end of the pipe cmrun feeds rank 0's stdin from, or -1 */
+	char **rank_env;       /* CHANMEM_* entries common to every rank, NULL-terminated */
+	int standbys_env_slot; /* rank_env's CHANMEM_CM_STANDBYS entry, or -1 */
+	int rank0_stdin;       /* read end of the pipe cmrun feeds rank 0's stdin from, or -1 */
 	int control_rd, control_wr; /* control.c: ranks' reports (MPI_Abort) */
 	ev_io control_io;
 	char control_buf[256];
@@ -184,5 +185,9 @@ static inline struct cm_proc *job_cm_proc(struct job *job, int i)
 int job_run(struct job *job);
 /* Releases what the job holds (after job_run and output_shutdown). */
 void job_free(struct job *job);
+
+/* A standby's address changed (a new standby after a takeover): ranks
+ * started from now on are told the new one. */
+void job_standbys_changed(struct job *job);
 
 #endif

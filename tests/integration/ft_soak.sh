@@ -14,8 +14,9 @@
 #   KIND+cm      KIND with two CMs that are killed too (--cm-restart,
 #                --kill-cm-every): a CM's journal recovered, the ranks
 #                reconnecting, while ranks die and are replayed
-#   KIND+sb      the same with --cm-standby: a CM's first death taken over by
-#                its standby, later ones restarted on the standby's journal
+#   KIND+sb      the same with --cm-standby: a CM's death taken over by its
+#                standby, which then gets a new standby (restarted on its
+#                journal when a death comes before that one is ready)
 # The cmserver mode goes round the four (or CHANMEM_TEST_MODE), every other
 # round with two CMs. Every run must end with the failure-free output
 # (per-rank lines in order, ranks' lines interleaving freely), exit 0, no
