@@ -111,7 +111,10 @@ static int on_header(struct cm_conn *c, const struct cm_header *h, struct cm_sin
 	case CM_T_LOGGED:
 		return 0;
 	case CM_T_STANDBY:
-		*sink = (struct cm_sink){.buf = s->standby_buf, .cap = sizeof s->standby_buf};
+		/* Per CM: payloads of two connections may arrive interleaved. */
+		if (s->alts)
+			*sink = (struct cm_sink){.buf = s->alts[c->peer].named,
+			                         .cap = sizeof s->alts[c->peer].named};
 		return 0;
 	default:
 		return cm_conn_fail(c, "unexpected %s", cm_type_str(h->type));
@@ -166,7 +169,7 @@ static int on_frame(struct cm_conn *c, const struct cm_header *h, const struct c
 		cm_conn_logged(c, h->clock);
 		return 0;
 	case CM_T_STANDBY:
-		return cmt_standby_named(s, c, s->standby_buf, h->len);
+		return cmt_standby_named(s, c, h->len);
 	default:
 		return cm_conn_fail(c, "unexpected %s", cm_type_str(h->type));
 	}

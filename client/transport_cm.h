@@ -36,6 +36,7 @@ struct cm_replayed_event {
 struct cmt_alts {
 	unsigned n;
 	char *addr[CMT_ALTS_MAX];
+	uint8_t named[CM_STANDBY_ADDR_MAX]; /* a STANDBY frame's payload, as it arrives */
 };
 
 /* A CM connection broken and being re-established (transport_cm_reconnect.c). */
@@ -120,10 +121,9 @@ struct cmt {
 	 * home has not acknowledged (ev_kept[0] is event ev_kept_base) and
 	 * the last TRIM. */
 	long long reconnect_ms;
-	struct cmt_link *links;                   /* [ncms] */
-	char **addrs;                             /* [ncms] */
-	struct cmt_alts *alts;                    /* [ncms] */
-	uint8_t standby_buf[CM_STANDBY_ADDR_MAX]; /* a STANDBY frame's payload */
+	struct cmt_link *links; /* [ncms] */
+	char **addrs;           /* [ncms] */
+	struct cmt_alts *alts;  /* [ncms], with reconnection */
 	unsigned incarnation;
 	char secret[CM_SECRET_LEN + 1];
 	/* A reconnection's HELLO flags: 0, or TAKEOVER while a restarted
@@ -172,10 +172,11 @@ int cmt_reconnect_start(struct cmt *s, int cm);
 int cmt_reconnect_poll(struct cmt *s);
 /* HELLO_ACK on a re-established connection: re-sends and re-posts. */
 int cmt_reconnect_resume(struct cm_conn *c);
-/* CM cm named its standby (a STANDBY frame, len bytes of text): tried too
- * from now on when the connection to cm breaks. 0, or -1 after
- * cm_conn_fail (not an address). */
-int cmt_standby_named(struct cmt *s, struct cm_conn *c, const uint8_t *text, size_t len);
+/* CM c->peer named its standby (a STANDBY frame of len bytes, read into
+ * alts[c->peer].named): tried too from now on when the connection to it
+ * breaks. 0, or -1 after cm_conn_fail (not an address). Without
+ * reconnection (no alts) the frame is read and ignored. */
+int cmt_standby_named(struct cmt *s, struct cm_conn *c, size_t len);
 /* Logged event idx (kept until home acknowledges it). */
 int cmt_event_keep(struct cmt *s, uint64_t idx, uint32_t kind, const void *value, size_t len);
 void cmt_events_acked(struct cmt *s);

@@ -80,8 +80,11 @@ static const char *address_of_try(const struct cmt *s, int cm, const char *addr,
 	return k == 0 ? addr : s->alts[cm].addr[k - 1];
 }
 
-int cmt_standby_named(struct cmt *s, struct cm_conn *c, const uint8_t *text, size_t len)
+int cmt_standby_named(struct cmt *s, struct cm_conn *c, size_t len)
 {
+	if (s->alts == NULL)
+		return 0; /* no reconnection: nothing would try it */
+	const uint8_t *text = s->alts[c->peer].named;
 	char addr_text[CM_STANDBY_ADDR_MAX + 1];
 	struct cm_addr addr;
 	char why[128];
@@ -92,8 +95,6 @@ int cmt_standby_named(struct cmt *s, struct cm_conn *c, const uint8_t *text, siz
 	addr_text[len] = '\0';
 	if (cm_parse_addr(addr_text, &addr, why, sizeof why) < 0)
 		return cm_conn_fail(c, "STANDBY '%s': %s", addr_text, why);
-	if (s->alts == NULL)
-		return 0; /* no reconnection: nothing would try it */
 	struct cmt_alts *a = &s->alts[c->peer];
 	if (strcmp(addr_text, s->addrs[c->peer]) == 0)
 		return 0;

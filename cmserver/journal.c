@@ -257,8 +257,12 @@ static int catch_up(struct cm_journal *j)
 		rc = copy_range(j, m, j->fd, false, chunk, 0, (uint64_t)st.st_size);
 	for (off_t at = 0; rc == 0 && at < dst.st_size;) {
 		off_t start = lseek(j->data_buffered, at, SEEK_DATA);
-		if (start < 0)
-			break; /* ENXIO: nothing but a hole past at */
+		if (start < 0 && errno == ENXIO)
+			break; /* nothing but a hole past at */
+		if (start < 0) {
+			rc = -1;
+			break;
+		}
 		off_t end = lseek(j->data_buffered, start, SEEK_HOLE);
 		if (end < 0)
 			end = dst.st_size;

@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -171,9 +172,32 @@ static void on_new_standby(struct ev_loop *loop, ev_timer *w, int revents)
 
 static void start_new_standby(struct job *job, struct cm_proc *cm)
 {
+	/* A CM through a launcher cannot be stopped for a restart without
+	 * its far side taking the stop for the job's end (and removing its
+	 * journal): it keeps running without a standby. */
+	if (cm->remote) {
+		output_verbose("cmserver %d runs on %s through a launcher: no new standby",
+		               cm->index, job->opts->hosts.list[cm->host_index].name);
+		return;
+	}
 	ev_timer_init(&cm->new_standby_timer, on_new_standby, 0., 0.);
 	cm->new_standby_timer.data = cm;
 	ev_timer_start(job->loop, &cm->new_standby_timer);
+}
+
+/* The bytes of cm's journal (both files), as this machine sees them. */
+static unsigned long long journal_bytes(const struct job *job, const struct cm_proc *cm)
+{
+	char path[PATH_MAX], data[PATH_MAX + 8];
+	struct stat st;
+	unsigned long long bytes = 0;
+	spawn_journal_path(job, cm, path, sizeof path);
+	snprintf(data, sizeof data, "%s.data", path);
+	if (path[0] && stat(path, &st) == 0)
+		bytes += (unsigned long long)st.st_size;
+	if (path[0] && stat(data, &st) == 0)
+		bytes += (unsigned long long)st.st_blocks * 512u; /* its holes cost nothing */
+	return bytes;
 }
 
 /* CM cm runs without copying its journal to its standby, which listens:
@@ -186,6 +210,18 @@ static void reprotect(struct job *job, struct cm_proc *cm)
 	    cm->state != PROC_RUNNING || !cm->ready || cm->mirrored || cm->pid <= 0 ||
 	    job->phase != PHASE_RUN)
 		return;
+	/* The ranks wait while the copy runs, and give up after
+	 * CMRUN_CM_RECONNECT_S: a journal that would take too long stays
+	 * where it is, unprotected. */
+	unsigned long long bytes = journal_bytes(job, cm);
+	if (bytes > CMRUN_REPROTECT_MAX_BYTES) {
+		output_message("cmserver %d: its journal (%llu MB) is too large to copy to a new "
+		               "standby while the CM waits: it no longer survives its host's death",
+		               cm->index, bytes / 1000000u);
+		job->standbys[cm->index].used = true;
+		signal_standby(job, cm->index, SIGTERM);
+		return;
+	}
 	if (kill(cm->remote ? -cm->pid : cm->pid, SIGKILL) < 0)
 		return;
 	cm->reprotected = true;

@@ -514,8 +514,11 @@ static const struct cmdline_opt cmrun_opts[] = {
             "rank host without CM hosts) and is started first; each CM runs with\n"
             ".BR \"cmserver \\-\\-mirror\" ,\nanswering nothing its standby does not hold. A CM "
             "that dies is replaced by its standby, which the ranks find at the address they "
-            "were given in\n.BR CHANMEM_CM_STANDBYS ;\nonce a standby has taken over, or when "
-            "it died, the CM is restarted where it runs, as with\n.BR \\-\\-cm\\-restart ."},
+            "were given in\n.BR CHANMEM_CM_STANDBYS ;\nthe CM then gets a new standby where "
+            "its dead process served, and is restarted once with it, copying its journal "
+            "there first, so the two take turns on those two addresses. A CM that dies "
+            "before its new standby listens, or whose standby died, is restarted where it "
+            "runs, as with\n.BR \\-\\-cm\\-restart ."},
     {"max-cm-restarts", .kind = CMDLINE_LONG, .meta = "N", .field = AT(max_cm_restarts, long),
      .lo = 0, .hi = 1000000, .bad = "--max-cm-restarts takes a number from 0 to 1000000, not '{}'",
      .help = "restarts allowed per CM (default " S(CMRUN_DEFAULT_MAX_RESTARTS) "; --cm-restart)",

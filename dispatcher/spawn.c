@@ -680,7 +680,7 @@ spawned:
  * standby's copy, and the journal of a CM its standby took over, are the
  * standby's (cm-K.standby, then cm-K.standby-2, ... for the standbys a CM
  * gets after a takeover). */
-static void journal_path(const struct job *job, const struct cm_proc *cm, char *buf, size_t len)
+void spawn_journal_path(const struct job *job, const struct cm_proc *cm, char *buf, size_t len)
 {
 	if (job->journal_dir == NULL) {
 		if (len)
@@ -754,7 +754,7 @@ int spawn_cm(struct job *job, struct cm_proc *cm)
 		argv[argc++] = "--unix";
 		argv[argc++] = cm->unix_addr;
 	}
-	journal_path(job, cm, journal, sizeof journal);
+	spawn_journal_path(job, cm, journal, sizeof journal);
 	if (journal[0]) {
 		argv[argc++] = "--journal";
 		argv[argc++] = journal;

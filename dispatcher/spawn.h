@@ -62,5 +62,7 @@ pid_t spawn_remote_server(struct job *job, int host, char **argv, int stdout_fd,
 
 /* Starts cmserver number cm->index with a ready pipe the loop watches. */
 int spawn_cm(struct job *job, struct cm_proc *cm);
+/* cm's journal file (--cm-restart), "" without one. */
+void spawn_journal_path(const struct job *job, const struct cm_proc *cm, char *buf, size_t len);
 
 #endif
