@@ -194,15 +194,26 @@ ssh_kill_rank() {
 }
 
 # ssh_clean NAME: nothing left in any host but the sshd listeners (no session, no rank).
+# A process that has exited and waits to be reaped (state Z) is not left running: one
+# whose session ended is re-parented to the machine's init, which reaps in its own time.
+# Sessions that are closing get up to 3 s.
 ssh_clean() {
-	local name=$1 k pid left=
+	local name=$1 k pid left= tries
 	itest_selected "$name" || return 0
 	itest_elapsed=0
-	echo "ip netns pids (every host), but the sshd listeners" >"$itest_work/$name.cmd"
-	for k in 0 1 2; do
-		for pid in $(cluster_pids "$k"); do
-			[ "$pid" = "${sshd_pids[k]}" ] || left="$left $pid"
+	echo "ip netns pids (every host), but the sshd listeners and exited ones" \
+		>"$itest_work/$name.cmd"
+	for tries in $(seq 30); do
+		left=
+		for k in 0 1 2; do
+			for pid in $(cluster_pids "$k"); do
+				[ "$pid" = "${sshd_pids[k]}" ] && continue
+				[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] && continue
+				[ -e "/proc/$pid" ] && left="$left $pid"
+			done
 		done
+		[ -z "$left" ] && break
+		sleep 0.1
 	done
 	if [ -z "$left" ]; then
 		itest_pass "$name"
