@@ -297,7 +297,8 @@ static enum cm_standby_end serve(struct standby *sb, const struct cm_listeners *
 			case FRAME_FAILED:
 				return CM_STANDBY_FAILED;
 			}
-			continue; /* the pending set may have moved: poll again */
+			/* A long copy must not keep ranks that try this address
+			 * waiting for an answer: they are turned away below. */
 		}
 		/* Newest first, so that dropping one does not skip another. */
 		for (int i = sb->npend - 1; i >= 0; i--)

@@ -149,7 +149,7 @@ static void on_new_standby(struct ev_loop *loop, ev_timer *w, int revents)
 		return;
 	*sb = (struct cm_proc){.index = cm->index,
 	                       .is_standby = true,
-	                       .journal_gen = cm->journal_gen + 1,
+	                       .journal_gen = cm->standby_gen,
 	                       .host_index = cm->prev_host,
 	                       .remote = launch_is_remote(o, cm->prev_host),
 	                       .ready_fd = -1,
@@ -172,6 +172,8 @@ static void on_new_standby(struct ev_loop *loop, ev_timer *w, int revents)
 
 static void start_new_standby(struct job *job, struct cm_proc *cm)
 {
+	if (ev_is_active(&cm->new_standby_timer))
+		return; /* one is on its way */
 	/* A CM through a launcher cannot be stopped for a restart without
 	 * its far side taking the stop for the job's end (and removing its
 	 * journal): it keeps running without a standby. */
@@ -244,6 +246,7 @@ static void adopt_standby(struct job *job, struct cm_proc *cm, struct cm_proc *s
 	snprintf(cm->prev_addr, sizeof cm->prev_addr, "%s", cm->addr);
 	snprintf(cm->prev_unix, sizeof cm->prev_unix, "%s", cm->unix_addr);
 	cm->prev_host = cm->host_index;
+	cm->standby_gen = sb->journal_gen + 1;
 	cm->pid = sb->pid;
 	cm->state = sb->state; /* still counted in cms_running, once */
 	cm->host_index = sb->host_index;
@@ -308,10 +311,30 @@ void cmft_standby_took_over(struct job *job, struct cm_proc *sb)
 		kill(cm->remote ? -cm->pid : cm->pid, SIGKILL);
 }
 
+/* A standby that died is started again in its place (its host and
+ * address, a new journal copy), a bounded number of times: the CM gets it
+ * as after a takeover (cmft_standby_ready). */
+static bool replace_standby(struct job *job, struct cm_proc *cm, struct cm_proc *sb)
+{
+	if (cm->remote || sb->remote || !sb->addr[0] ||
+	    cm->standby_replaced >= CMRUN_STANDBY_REPLACE_MAX)
+		return false;
+	cm->standby_replaced++;
+	snprintf(cm->prev_addr, sizeof cm->prev_addr, "%s", sb->addr);
+	snprintf(cm->prev_unix, sizeof cm->prev_unix, "%s", sb->unix_addr);
+	cm->prev_host = sb->host_index;
+	cm->standby_gen = sb->journal_gen + 1;
+	start_new_standby(job, cm);
+	return true;
+}
+
 void cmft_standby_exited(struct job *job, struct cm_proc *sb, int wait_status)
 {
 	struct cm_proc *cm = &job->cms[sb->index];
 	sb->used = true;
+	/* The CM's copy died with it: a standby started in its place holds
+	 * nothing of the CM's journal until the CM is restarted with it. */
+	cm->mirrored = false;
 	if (job->phase != PHASE_RUN)
 		return;
 	char how[96];
@@ -324,13 +347,19 @@ void cmft_standby_exited(struct job *job, struct cm_proc *sb, int wait_status)
 		if (respawn(job, cm) < 0) {
 			cm->died = true;
 			job->events.stop(job, CMRUN_EXIT_FAILURE);
+			return;
 		}
+		replace_standby(job, cm, sb);
 		return;
 	}
 	/* The CM stops when its mirror breaks and is restarted where it runs. */
-	output_verbose("standby of cmserver %d (pid %d) %s: the CM no longer survives its "
-	               "host's death",
-	               cm->index, (int)sb->pid, how);
+	if (replace_standby(job, cm, sb))
+		output_verbose("standby of cmserver %d (pid %d) %s: starting another in its place",
+		               cm->index, (int)sb->pid, how);
+	else
+		output_verbose("standby of cmserver %d (pid %d) %s: the CM no longer survives its "
+		               "host's death",
+		               cm->index, (int)sb->pid, how);
 }
 
 bool cmft_cm_died(struct job *job, struct cm_proc *cm, int wait_status)

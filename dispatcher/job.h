@@ -144,6 +144,8 @@ struct job {
 /* The largest journal a CM copies to a new standby after a takeover while
  * its ranks wait (about 2 s at the 2.3 GB/s measured on one machine). */
 #define CMRUN_REPROTECT_MAX_BYTES (4ull << 30)
+/* Standbys of one CM started in place of one that died (not taken over). */
+#define CMRUN_STANDBY_REPLACE_MAX 3
 /* A CM's "lost" report is acted on after this long if the process is still
  * alive and not exiting: a rank that exits on its own (its sockets close
  * first) is reaped by then and judged by its exit status instead. */

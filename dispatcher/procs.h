@@ -146,8 +146,10 @@ struct cm_proc {
 	char prev_addr[32];
 	char prev_unix[CM_ADDR_TEXT_MAX];
 	int prev_host;
-	bool mirrored;    /* CM: its process copies its journal to the standby */
-	bool reprotected; /* CM: killed by cmrun to be started with its new standby */
+	unsigned standby_gen;      /* the journal generation the new standby takes */
+	unsigned standby_replaced; /* standbys started in place of one that died */
+	bool mirrored;             /* CM: its process copies its journal to the standby */
+	bool reprotected;          /* CM: killed by cmrun to be started with its new standby */
 	/* CM: starts its new standby once the old one's takeover is handled
 	 * (not from inside the handler of the report that said it). */
 	ev_timer new_standby_timer;

@@ -13,8 +13,8 @@
 # A restarted rank's CM dies while its HELLO waits there (programs/ft_suite
 # ring, FT_KILL_HOLD_MS).
 # CM_DEATH_CASES="master big ..." keeps only those cases (master,
-# stencil_with_rank, stencil_during_replay, big, restart_hello, again (with
-# --cm-standby only), ck64, ck2m,
+# stencil_with_rank, stencil_during_replay, big, restart_hello, again and
+# standby_dies (with --cm-standby only), ck64, ck2m,
 # npcm).
 # CM_DEATH_STANDBY=1 runs them all with cmrun --cm-standby instead: each
 # CM mirrors its journal to a standby, which takes over at the CM's first
@@ -100,6 +100,38 @@ scenarios() {
 				"$itest_work/cmd_again_$m.err")
 			if [ "$took" -ne 3 ]; then
 				itest_fail "cmd_again_$m" "$took takeovers by a standby, expected 3"
+				itest_passes=$((itest_passes - 1))
+			fi
+		fi
+	fi
+	# With standbys: CM 0's standby dies 0.5 s after it listens (its CM
+	# stops with it and is restarted alone); another standby is started in
+	# its place, and the CM's death at 2.5 s is taken over by it.
+	if [ "$FT_CM_OPT" = --cm-standby ] && wanted standby_dies; then
+		local name="cmd_standby_dies_$m" before=$itest_failures
+		(
+			for _ in $(seq 200); do
+				p=$(sed -n 's/^cmrun: standby of cmserver 0 (pid \([0-9]*\)) listening.*/\1/p' \
+					"$itest_work/$name.err" 2>/dev/null | head -n 1)
+				[ -n "$p" ] && break
+				sleep 0.05
+			done
+			sleep 0.5
+			[ -n "$p" ] && kill -KILL "$p" 2>/dev/null
+		) &
+		local killer=$!
+		# ft_same, not cm_same: the CM's "standby ... lost" is expected here.
+		FT_SLEEP_MS=50 FT_VERBOSE=1 ft_same "$name" cmd_ref_ring_long --cms 2 "$FT_CM_OPT" -v \
+			--kill-cm-at 0:2.5s -- ft_suite ring 60
+		wait "$killer"
+		if [ "$itest_failures" -eq "$before" ] && itest_selected "$name"; then
+			if ! grep -q 'standby of cmserver 0 (pid [0-9]*) killed by signal SIGKILL: starting another' \
+				"$itest_work/$name.err"; then
+				itest_fail "$name" "no standby started in place of the dead one"
+				itest_passes=$((itest_passes - 1))
+			elif ! grep -q 'cmserver 0: its standby (pid [0-9]*, host [^)]*) took over' \
+				"$itest_work/$name.err"; then
+				itest_fail "$name" "the CM's death was not taken over by the new standby"
 				itest_passes=$((itest_passes - 1))
 			fi
 		fi
