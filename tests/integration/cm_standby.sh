@@ -195,6 +195,24 @@ fi
 cleanup_pids
 
 # ---- a killed CM's standby takes over ----
+# takeover_verdict NAME STANDBY: a ring run whose CM was killed, and whose
+# standby ($W/STANDBY.err; its exit status after SIGTERM in $status) took
+# over: the ring ended as without a failure, and the standby cleanly.
+takeover_verdict() {
+	local name=$1 sb=$2
+	if [ "$ring_status" != 0 ]; then
+		itest_fail $name "the ring failed: $(tail -3 "$W/ring.0.err")"
+	elif ! grep -q 'taking over' "$W/$sb.err"; then
+		itest_fail $name "the standby did not take over: $(tail -3 "$W/$sb.err")"
+	elif ! cmp -s "$W/ring.0" "$W/ref.0" || ! cmp -s "$W/ring.1" "$W/ref.1"; then
+		itest_fail $name "the output differs from the run without a failure"
+	elif [ "$status" != 0 ]; then
+		itest_fail $name "the standby exited with $status after SIGTERM"
+	else
+		itest_pass $name
+	fi
+}
+
 name=cm_standby_takes_over
 if start sb4 --standby --journal "$W/sb4.j" && sb4=$pid && sb4_addr=$addr &&
 	start cm4 --journal "$W/cm4.j" --mirror "$sb4_addr"; then
@@ -206,17 +224,7 @@ if start sb4 --standby --journal "$W/sb4.j" && sb4=$pid && sb4_addr=$addr &&
 	wait "$killer"
 	kill -TERM "$sb4"
 	wait_end "$sb4"
-	if [ "$ring_status" != 0 ]; then
-		itest_fail $name "the ring failed: $(tail -3 "$W/ring.0.err")"
-	elif ! grep -q 'taking over' "$W/sb4.err"; then
-		itest_fail $name "the standby did not take over: $(tail -3 "$W/sb4.err")"
-	elif ! cmp -s "$W/ring.0" "$W/ref.0" || ! cmp -s "$W/ring.1" "$W/ref.1"; then
-		itest_fail $name "the output differs from the run without a failure"
-	elif [ "$status" != 0 ]; then
-		itest_fail $name "the standby exited with $status after SIGTERM"
-	else
-		itest_pass $name
-	fi
+	takeover_verdict $name sb4
 else
 	itest_fail $name "could not start the pair"
 fi
@@ -238,7 +246,6 @@ if start sb6 --standby --journal "$W/sb6.j" && sb6=$pid && sb6_addr=$addr &&
 		"$CMSERVER_BIN" --no-unix -v --listen "$cm6_addr" --journal "$W/cm6.j" \
 			--mirror "$sb6_addr" >"$W/cm6b.out" 2>"$W/cm6b.err" &
 		again=$!
-		echo "$again" >"$W/cm6b.pid"
 		sleep 0.5
 		kill -KILL "$again"
 	) &
@@ -247,18 +254,10 @@ if start sb6 --standby --journal "$W/sb6.j" && sb6=$pid && sb6_addr=$addr &&
 	wait "$killer"
 	kill -TERM "$sb6"
 	wait_end "$sb6"
-	if [ "$ring_status" != 0 ]; then
-		itest_fail $name "the ring failed: $(tail -3 "$W/ring.0.err")"
-	elif ! grep -q 'copied whole to the standby' "$W/cm6b.err"; then
+	if ! grep -q 'copied whole to the standby' "$W/cm6b.err"; then
 		itest_fail $name "the restarted CM did not copy its journal: $(tail -3 "$W/cm6b.err")"
-	elif ! grep -q 'taking over' "$W/sb6.err"; then
-		itest_fail $name "the standby did not take over: $(tail -3 "$W/sb6.err")"
-	elif ! cmp -s "$W/ring.0" "$W/ref.0" || ! cmp -s "$W/ring.1" "$W/ref.1"; then
-		itest_fail $name "the output differs from the run without a failure"
-	elif [ "$status" != 0 ]; then
-		itest_fail $name "the standby exited with $status after SIGTERM"
 	else
-		itest_pass $name
+		takeover_verdict $name sb6
 	fi
 else
 	itest_fail $name "could not start the CM and its idle standby"
