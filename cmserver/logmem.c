@@ -98,7 +98,7 @@ static void *map_block(size_t size)
 }
 
 /* Whether `charge` more bytes may come in for a sender when live are in
- * use: the rule of cm_logmem_admit. */
+ * use (logmem.h, cm_logmem_alloc_admitted). */
 static bool admissible(const struct cm_logmem *m, uint64_t live, uint64_t charge)
 {
 	return live <= m->limit / 4 || (live <= m->limit && charge <= m->limit - live);
@@ -243,16 +243,6 @@ void cm_logmem_release(struct cm_logmem *m, void *p, size_t got)
 	}
 	if (!keep)
 		unmap_block(p, got);
-}
-
-bool cm_logmem_admit(struct cm_logmem *m, uint64_t len)
-{
-	if (m == NULL)
-		return true;
-	if (admissible(m, __atomic_load_n(&m->live, __ATOMIC_RELAXED), len))
-		return true;
-	__atomic_add_fetch(&m->held, 1, __ATOMIC_RELAXED);
-	return false;
 }
 
 void cm_logmem_read_back_start(struct cm_logmem *m, size_t got)

@@ -34,21 +34,17 @@ void cm_logmem_free(struct cm_logmem *m);
  * (hand it back to cm_logmem_release). NULL when out of memory. m NULL:
  * plain malloc, charged nowhere. */
 void *cm_logmem_alloc(struct cm_logmem *m, size_t size, size_t *got);
-/* The same for a sender's payload: only if cm_logmem_admit's rule takes
- * its size now, decided and charged in one atomic step, so that engine
- * threads taking payloads in at the same instant cannot pass the bound
- * together. NULL with *held set when refused (counted as a hold), NULL
- * with *held clear when out of memory. */
+/* The same for a sender's payload (or a journaled one at recovery): taken
+ * while it fits under the bound, and whatever its size while less than a
+ * quarter of the bound is live (a payload larger than three quarters of
+ * the bound is taken then, and may pass the bound by its own size).
+ * Decided and charged in one atomic step, so that engine threads taking
+ * payloads in at the same instant cannot pass the bound together. NULL
+ * with *held set when refused (counted as a hold), NULL with *held clear
+ * when out of memory. */
 void *cm_logmem_alloc_admitted(struct cm_logmem *m, size_t size, size_t *got, bool *held);
 void cm_logmem_release(struct cm_logmem *m, void *p, size_t got);
 
-/* May a sender's payload of len bytes come in now? True while it fits
- * under the bound, and whatever its size while less than a quarter of the
- * bound is live (a payload larger than three quarters of the bound is
- * taken then, and may pass the bound by its own size). A refusal is
- * counted as a hold. Only a check: a single thread (recovery) may take the
- * payload after it; engines use cm_logmem_alloc_admitted. */
-bool cm_logmem_admit(struct cm_logmem *m, uint64_t len);
 /* Read-backs: buffers a payload on disk (spill store, journal) is read
  * into to be written to a receiver, charged like any other and counted
  * apart from start (once allocated) to done (once released). */

@@ -99,21 +99,28 @@ static struct cm_session *session(struct cm_recovery *r, uint64_t id)
 	return s;
 }
 
-/* A payload the bound cannot take yet: the log gives memory back (spilled
- * by the log writer) as it would for a held sender. */
-static bool admit(struct cm_recovery *r, uint32_t len)
+/* The log entry of a journaled MSG, its payload admitted under --log-mem
+ * as a sender's is (the same rule, the same rounded charge): while the
+ * bound cannot take it, the log gives memory back (spilled by the log
+ * writer) as it would for a held sender. NULL with *why set. */
+static struct cm_entry *admitted_entry(struct cm_recovery *r, const struct cm_header *h,
+                                       const char **why)
 {
 	struct cm_core *core = r->core;
-	if (core->cfg.spill == NULL || cm_logmem_admit(core->cfg.mem, len))
-		return true;
-	for (int tries = 0; tries < 30000; tries++) {
+	bool held;
+	for (int tries = 0; tries <= 30000; tries++) {
+		struct cm_entry *e = cm_entry_new(core, h, core->cfg.spill != NULL, &held);
+		if (e != NULL || !held) {
+			if (e == NULL)
+				*why = "out of memory";
+			return e;
+		}
 		for (uint32_t rank = 0; rank < cm_core_world_size(core); rank++)
 			cm_core_relieve(core, (int)rank);
-		if (cm_logmem_admit(core->cfg.mem, len))
-			return true;
 		nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
 	}
-	return false;
+	*why = "the log memory cannot take the journal's messages (raise --log-mem)";
+	return NULL;
 }
 
 static int apply_msg(struct cm_recovery *r, struct cm_session *s, const struct cm_jrec *rec,
@@ -130,16 +137,9 @@ static int apply_msg(struct cm_recovery *r, struct cm_session *s, const struct c
 		*why = "a message record whose payload does not match its length";
 		return -1;
 	}
-	if (!admit(r, rec->h.len)) {
-		*why = "the log memory cannot take the journal's messages (raise --log-mem)";
+	struct cm_entry *e = admitted_entry(r, &rec->h, why);
+	if (e == NULL)
 		return -1;
-	}
-	bool held;
-	struct cm_entry *e = cm_entry_new(r->core, &rec->h, false, &held);
-	if (e == NULL) {
-		*why = "out of memory";
-		return -1;
-	}
 	if (len)
 		memcpy(e->payload->data, data, len);
 	if (rec->flags & CM_J_EXTENT)

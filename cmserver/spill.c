@@ -299,8 +299,7 @@ static int write_stage(struct cm_spill_store *st, struct spill_file *f, uint64_t
 	size_t whole = (fill + CM_BUF_ALIGN - 1) & ~(size_t)(CM_BUF_ALIGN - 1);
 	memset(f->stage + fill, 0, whole - fill);
 	struct iovec iov = {.iov_base = f->stage, .iov_len = whole};
-	struct iovec *piov = &iov;
-	if (write_all(f, piov, 1, base, whole) < 0)
+	if (write_all(f, &iov, 1, base, whole) < 0)
 		return -1;
 	st->bytes_written += whole;
 	return 0;
@@ -603,7 +602,7 @@ static bool open_file(const char *dir, const char *stem, bool direct, bool stage
 	if (f->direct && staged) {
 		void *stage = NULL, *tail = NULL;
 		/* Pages are touched only as payloads fill them. */
-		if (posix_memalign(&stage, CM_BUF_ALIGN, STAGE_SIZE + CM_BUF_ALIGN) != 0 ||
+		if (posix_memalign(&stage, CM_BUF_ALIGN, STAGE_SIZE) != 0 ||
 		    (tail = malloc(CM_BUF_ALIGN)) == NULL) {
 			free(stage);
 			close(f->wfd);
