@@ -147,16 +147,18 @@ static void on_new_standby(struct ev_loop *loop, ev_timer *w, int revents)
 	struct cm_proc *sb = &job->standbys[cm->index];
 	if (job->phase != PHASE_RUN || sb->state == PROC_RUNNING)
 		return;
-	*sb = (struct cm_proc){.index = cm->index,
+	/* A fresh entry in the old one's place, with the next journal copy. */
+	struct cm_proc next = {.index = cm->index,
 	                       .is_standby = true,
-	                       .journal_gen = cm->standby_gen,
-	                       .host_index = cm->prev_host,
-	                       .remote = launch_is_remote(o, cm->prev_host),
+	                       .journal_gen = sb->journal_gen + 1,
+	                       .host_index = sb->host_index,
+	                       .remote = launch_is_remote(o, sb->host_index),
 	                       .ready_fd = -1,
 	                       .report_fd = -1,
 	                       .stdin_wr = -1};
-	snprintf(sb->addr, sizeof sb->addr, "%s", cm->prev_addr);
-	snprintf(sb->unix_addr, sizeof sb->unix_addr, "%s", cm->prev_unix);
+	snprintf(next.addr, sizeof next.addr, "%s", sb->addr);
+	snprintf(next.unix_addr, sizeof next.unix_addr, "%s", sb->unix_addr);
+	*sb = next;
 	job_standbys_changed(job);
 	if (spawn_cm(job, sb) < 0) {
 		sb->used = true;
@@ -237,16 +239,17 @@ void cmft_standby_ready(struct job *job, struct cm_proc *sb)
 }
 
 /* The standby process sb becomes CM cm's: cm's entry takes over its pid,
- * pipes, address and host; sb's entry is used up. */
+ * pipes, address and host; sb's entry is used up, and keeps the place the
+ * dead CM served from (address, unix name, host) for the next standby. */
 static void adopt_standby(struct job *job, struct cm_proc *cm, struct cm_proc *sb)
 {
 	ev_timer_stop(job->loop, &cm->start_timer);
 	if (sb->report_fd >= 0)
 		ev_io_stop(job->loop, &sb->report_io);
-	snprintf(cm->prev_addr, sizeof cm->prev_addr, "%s", cm->addr);
-	snprintf(cm->prev_unix, sizeof cm->prev_unix, "%s", cm->unix_addr);
-	cm->prev_host = cm->host_index;
-	cm->standby_gen = sb->journal_gen + 1;
+	char dead_addr[sizeof cm->addr], dead_unix[sizeof cm->unix_addr];
+	int dead_host = cm->host_index;
+	snprintf(dead_addr, sizeof dead_addr, "%s", cm->addr);
+	snprintf(dead_unix, sizeof dead_unix, "%s", cm->unix_addr);
 	cm->pid = sb->pid;
 	cm->state = sb->state; /* still counted in cms_running, once */
 	cm->host_index = sb->host_index;
@@ -270,6 +273,9 @@ static void adopt_standby(struct job *job, struct cm_proc *cm, struct cm_proc *s
 	sb->report_fd = sb->stdin_wr = -1;
 	sb->err = NULL;
 	sb->used = true;
+	sb->host_index = dead_host;
+	snprintf(sb->addr, sizeof sb->addr, "%s", dead_addr);
+	snprintf(sb->unix_addr, sizeof sb->unix_addr, "%s", dead_unix);
 	detect_cm_spawned(job, cm);
 	output_verbose("cmserver %d: its standby (pid %d, host %s) took over on %s", cm->index,
 	               (int)cm->pid, job->opts->hosts.list[cm->host_index].name, cm->addr);
@@ -320,10 +326,6 @@ static bool replace_standby(struct job *job, struct cm_proc *cm, struct cm_proc 
 	    cm->standby_replaced >= CMRUN_STANDBY_REPLACE_MAX)
 		return false;
 	cm->standby_replaced++;
-	snprintf(cm->prev_addr, sizeof cm->prev_addr, "%s", sb->addr);
-	snprintf(cm->prev_unix, sizeof cm->prev_unix, "%s", sb->unix_addr);
-	cm->prev_host = sb->host_index;
-	cm->standby_gen = sb->journal_gen + 1;
 	start_new_standby(job, cm);
 	return true;
 }

@@ -141,13 +141,7 @@ struct cm_proc {
 	/* Which journal file: a CM's own (0), or the copy of its g-th standby
 	 * (g >= 1), which a CM whose standby took over serves from. */
 	unsigned journal_gen;
-	/* CM whose standby took over: where its dead process served (address,
-	 * unix name, host), where its new standby goes. */
-	char prev_addr[32];
-	char prev_unix[CM_ADDR_TEXT_MAX];
-	int prev_host;
-	unsigned standby_gen;      /* the journal generation the new standby takes */
-	unsigned standby_replaced; /* standbys started in place of one that died */
+	unsigned standby_replaced; /* CM: standbys started in place of one that died */
 	bool mirrored;             /* CM: its process copies its journal to the standby */
 	bool reprotected;          /* CM: killed by cmrun to be started with its new standby */
 	/* CM: starts its new standby once the old one's takeover is handled
