@@ -8,10 +8,12 @@
  * Image (little-endian): "CMCKPT01", u32 version, u32 region count,
  * u64 checkpoint number, u64 send clock, u64 next request id, u64 events,
  * u64 stdout bytes, u64 stderr bytes, (version 2:) u64 stdin bytes
- * consumed, u64 stdin bytes delivered to stdio (stdin_log.c), u64 length
- * of each region, then the regions' bytes. Version 1 images (no stdin
- * position) are still read. The checkpoint server checksums, compresses and commits
- * it atomically.
+ * consumed, u64 stdin bytes delivered to stdio (stdin_log.c), (version 3:)
+ * u64 first push number not received, u64 length of the pushed messages
+ * held (the transport's cm_resume.held), then u64 length of each region,
+ * the held messages' bytes, and the regions' bytes. Images of versions 1
+ * (no stdin position) and 2 (no pushed messages) are still read. The checkpoint server checksums,
+ * compresses and commits it atomically.
  *
  * Output. cmrun drops as many bytes of a re-executed rank's stdout (and
  * stderr) as the dead incarnation printed: a full re-execution prints them
@@ -45,9 +47,10 @@
 #include <unistd.h>
 
 #define IMAGE_MAGIC "CMCKPT01"
-#define IMAGE_VERSION 2u
+#define IMAGE_VERSION 3u
 #define IMAGE_FIXED_V1 (8 + 4 + 4 + 6 * 8)
-#define IMAGE_FIXED (IMAGE_FIXED_V1 + 2 * 8)
+#define IMAGE_FIXED_V2 (IMAGE_FIXED_V1 + 2 * 8)
+#define IMAGE_FIXED (IMAGE_FIXED_V2 + 2 * 8)
 #define MAX_REGIONS 64
 #define CKPT_TIMEOUT_MS 30000
 #define JOB_ID_DEFAULT "chanmem"
@@ -80,6 +83,7 @@ static struct {
 	uint64_t out_at_image, err_at_image; /* the restored image's counts */
 	uint64_t in_consumed, in_delivered;  /* ...and stdin position */
 	size_t restored_fixed;               /* its header's size (by version) */
+	size_t restored_held;                /* its held pushed messages' length */
 } ck;
 
 static ssize_t counted_write(void *cookie, const char *buf, size_t len)
@@ -171,7 +175,7 @@ static struct ckpt_client *connect_server(const struct cm_job *job)
 static bool parse_image(int rank, const uint8_t *img, size_t len)
 {
 	uint32_t version = len >= IMAGE_FIXED_V1 ? cm_get_u32(img + 8) : 0;
-	size_t fixed = version == 1 ? IMAGE_FIXED_V1 : IMAGE_FIXED;
+	size_t fixed = version == 1 ? IMAGE_FIXED_V1 : version == 2 ? IMAGE_FIXED_V2 : IMAGE_FIXED;
 	if (len < IMAGE_FIXED_V1 || memcmp(img, IMAGE_MAGIC, 8) != 0 || version < 1 ||
 	    version > IMAGE_VERSION || len < fixed) {
 		cm_err("rank %d: checkpoint image: not a chanmem image of version 1 to %u", rank,
@@ -184,10 +188,11 @@ static bool parse_image(int rank, const uint8_t *img, size_t len)
 		       len);
 		return false;
 	}
+	uint64_t held = version >= 3 ? cm_get_u64(img + 88) : 0;
 	uint64_t total = fixed + (uint64_t)n * 8;
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n && total <= len; i++)
 		total += cm_get_u64(img + fixed + 8 * i);
-	if (total != len) {
+	if (held > len || total > len - held || total + held != len) {
 		cm_err("rank %d: checkpoint image: regions add up to %llu bytes, image has %zu",
 		       rank, (unsigned long long)total, len);
 		return false;
@@ -202,6 +207,10 @@ static bool parse_image(int rank, const uint8_t *img, size_t len)
 	ck.err_at_image = cm_get_u64(img + 56);
 	ck.in_consumed = version >= 2 ? cm_get_u64(img + 64) : 0;
 	ck.in_delivered = version >= 2 ? cm_get_u64(img + 72) : 0;
+	ck.resume.pushes = version >= 3 ? cm_get_u64(img + 80) : 0;
+	ck.restored_held = (size_t)held;
+	ck.resume.held = held ? img + fixed + (size_t)n * 8 : NULL;
+	ck.resume.held_len = (size_t)held;
 	return true;
 }
 
@@ -293,7 +302,7 @@ int chanmem_ckpt_restore(void)
 		return MPI_ERR_ARG;
 	}
 	const uint8_t *sizes = ck.restored + ck.restored_fixed;
-	const uint8_t *data = sizes + 8 * (size_t)ck.nregions;
+	const uint8_t *data = sizes + 8 * (size_t)ck.nregions + ck.restored_held;
 	for (unsigned i = 0; i < ck.nregions; i++) {
 		uint64_t len = cm_get_u64(sizes + 8 * i);
 		if (len != ck.regions[i].len) {
@@ -339,6 +348,8 @@ static int upload(const struct cm_job *job, const struct cm_resume *state)
 	cm_stdin_position(&in_consumed, &in_delivered);
 	cm_put_u64(head + 64, in_consumed);
 	cm_put_u64(head + 72, in_delivered);
+	cm_put_u64(head + 80, state->pushes);
+	cm_put_u64(head + 88, state->held_len);
 	for (unsigned i = 0; i < ck.nregions; i++)
 		cm_put_u64(head + IMAGE_FIXED + 8 * i, ck.regions[i].len);
 
@@ -348,6 +359,8 @@ static int upload(const struct cm_job *job, const struct cm_resume *state)
 	int rc = ckpt_upload_begin(c, job_id(), (uint32_t)job->rank, ck.number + 1);
 	if (rc == CKPT_OK)
 		rc = ckpt_upload_write(c, head, len);
+	if (rc == CKPT_OK && state->held_len)
+		rc = ckpt_upload_write(c, state->held, state->held_len);
 	for (unsigned i = 0; rc == CKPT_OK && i < ck.nregions; i++)
 		rc = ckpt_upload_write(c, ck.regions[i].addr, ck.regions[i].len);
 	if (rc == CKPT_OK)

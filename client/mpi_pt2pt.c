@@ -89,6 +89,7 @@ int cm_mpi_launch_send_bytes(struct cm_mpi_request *r, const void *data, size_t 
 	r->op.sbuf = data;
 	r->op.slen = len;
 	r->op.sync = sync;
+	r->op.coll = ctx == r->comm->ctx_coll;
 	if (cm_mpi.transport.isend(&cm_mpi.transport, &r->op) < 0) {
 		free(r->bounce);
 		r->bounce = NULL;
@@ -137,6 +138,7 @@ int cm_mpi_launch_recv(struct cm_mpi_request *r, void *buf, int count,
 	r->op.peer = peer == MPI_ANY_SOURCE ? CM_ANY_SOURCE : cm_mpi_world_rank(r->comm, peer);
 	r->op.tag = tag == MPI_ANY_TAG ? CM_ANY_TAG : tag;
 	r->op.ctx = ctx;
+	r->op.coll = ctx == r->comm->ctx_coll;
 	if (cm_mpi.transport.irecv(&cm_mpi.transport, &r->op) < 0)
 		return MPI_ERR_OTHER;
 	return MPI_SUCCESS;

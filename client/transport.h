@@ -33,6 +33,12 @@ struct cm_req {
 	int sync;    /* send: synchronous (MPI_Ssend): done only once matched */
 	void *rbuf;  /* recv: where the payload goes */
 	size_t rcap; /* recv: capacity of rbuf in bytes */
+	/* A collective's transfer, on the communicator's collective context:
+	 * a receive names its source and tag and is never cancelled or
+	 * probed, a send is not synchronous, and every transfer on that
+	 * context is one. A transport may deliver these without being asked
+	 * (the cm transport's CM pushes them). */
+	int coll;
 
 	/* Set by the transport. */
 	volatile int done; /* 1 once complete: buffers may be reused */
@@ -70,6 +76,13 @@ struct cm_resume {
 	uint64_t clock;
 	uint64_t reqid;
 	uint64_t events;
+	/* Pushed messages (cm): the first push number not received, and the
+	 * received ones no receive consumed yet (held_len bytes, in the
+	 * transport's own format; owned by the transport, valid until its
+	 * next snapshot). */
+	uint64_t pushes;
+	const void *held;
+	size_t held_len;
 };
 
 struct cm_job {

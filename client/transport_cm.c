@@ -59,6 +59,8 @@ static int on_header(struct cm_conn *c, const struct cm_header *h, struct cm_sin
 		return cm_conn_fail(c, "%s for rank %d", cm_type_str(h->type), h->dst);
 	switch (h->type) {
 	case CM_T_DELIVER: {
+		if (h->flags & CM_F_PUSH)
+			return cmt_push_header(s, c, h, sink);
 		if (c->peer != s->myhome)
 			return cm_conn_fail(c,
 			                    "DELIVER from a channel memory that is not our home");
@@ -126,6 +128,8 @@ static int on_frame(struct cm_conn *c, const struct cm_header *h, const struct c
 	struct cmt *s = c->owner;
 	switch (h->type) {
 	case CM_T_DELIVER: {
+		if (h->flags & CM_F_PUSH)
+			return cmt_push_frame(s, h, sink);
 		struct cm_req *r = sink->cookie;
 		r->done = 1;
 		return 0;
@@ -230,6 +234,8 @@ static int cmt_isend(struct cm_transport *t, struct cm_req *req)
 	struct cm_header h;
 	if (cm_start_send(req, s->rank, &s->syncs, &h) < 0)
 		return -1;
+	if (req->coll && !req->sync)
+		h.flags |= CM_F_PUSH; /* home of the receiver sends it on unasked */
 	int queued = cmt_coalesce_send(s, cm, &h, req);
 	/* The connection broke while the messages queued before this one
 	 * were written, and it is being made again: this one goes there too
@@ -251,6 +257,8 @@ static int cmt_irecv(struct cm_transport *t, struct cm_req *req)
 		return -1;
 	if (s->dead)
 		return -1;
+	if (req->coll)
+		return cmt_push_irecv(s, req);
 	req->id = s->reqid++;
 	if (cm_reqmap_put(&s->recvs, req) < 0) {
 		cm_err("rank %d: out of memory", s->rank);
@@ -308,7 +316,7 @@ static int cmt_cancel(struct cm_transport *t, struct cm_req *req, int *cancelled
 {
 	struct cmt *s = t->state;
 	*cancelled = 0;
-	if (req->done)
+	if (req->done || req->coll) /* a collective's receive completes */
 		return 0;
 	if (s->dead)
 		return -1;
@@ -340,6 +348,7 @@ static void cmt_free(struct cmt *s)
 	free(s->home);
 	cm_reqmap_free(&s->recvs);
 	cm_reqmap_free(&s->syncs);
+	cmt_push_free(s);
 	free(s->replay);
 	free(s->acks_out);
 	free(s);
@@ -424,6 +433,8 @@ static int cmt_init(struct cm_transport *t, const struct cm_job *job)
 		s->clock = job->resume->clock;
 		s->reqid = job->resume->reqid;
 		s->ev_next = s->ev_acked = s->replay_base = job->resume->events;
+		if (cmt_push_restore(s, job->resume) < 0)
+			goto fail;
 	}
 	for (int i = 0; i < job->ncms; i++)
 		if (connect_cm(s, job, i) < 0)
@@ -466,6 +477,8 @@ static int cmt_init(struct cm_transport *t, const struct cm_job *job)
 			goto fail;
 	}
 	s->hello_flags = 0; /* from here on a reconnection is not a restart */
+	if (cmt_sent(s, cmt_push_start(s, cmt_conn(s, s->myhome), 0)) < 0)
+		goto fail;
 	if (job->incarnation > 0 && cmt_fetch_events(t, deadline) < 0)
 		goto fail;
 	return 0;

@@ -11,6 +11,7 @@
 
 #include "conn.h"
 #include "transport.h"
+#include "transport_match.h"
 
 #define CONNECT_TIMEOUT_MS 20000
 #define HELLO_TIMEOUT_MS 30000
@@ -20,7 +21,16 @@
 #define TAKEOVER_AFTER_MS 3000
 #define BYE_TIMEOUT_MS 10000
 
-enum { SINK_DELIVER = 1, SINK_PROBE = 2 };
+enum { SINK_DELIVER = 1, SINK_PROBE = 2, SINK_PUSH_POSTED = 3, SINK_PUSH_HELD = 4 };
+
+/* Pushed messages (transport_cm_push.c). */
+struct cmt_push {
+	struct cm_matchq q; /* collective receives posted, pushed messages held */
+	uint64_t next;      /* the push number expected next */
+	uint64_t held;      /* bytes (with headers) of the messages held */
+	uint64_t unacked;   /* bytes consumed and not acknowledged (PUSH_ACK) */
+	uint8_t *snap;      /* the last snapshot's held messages */
+};
 
 /* An event of the dead incarnations, as the home CM replayed it. */
 struct cm_replayed_event {
@@ -132,7 +142,8 @@ struct cmt {
 	struct cm_replayed_event *ev_kept;
 	uint64_t ev_kept_base, ev_kept_n, ev_kept_cap;
 	int trim_sent;
-	uint64_t trim_reqid, trim_events;
+	uint64_t trim_reqid, trim_events, trim_pushes;
+	struct cmt_push push;
 };
 
 /* Queued events are written at least every this many events. */
@@ -143,8 +154,9 @@ struct cmt {
 /* Who calls whom: transport_cm.c (the interface's entry points, init,
  * frame dispatch) calls transport_cm_events.c (events, snapshots); both
  * call transport_cm_progress.c (waiting), transport_cm_coalesce.c and
- * transport_cm_reconnect.c (connection loss), which call only conn.c and
- * common/. Nothing calls back up. */
+ * transport_cm_reconnect.c (connection loss); all of them call
+ * transport_cm_push.c (pushed messages), which calls only conn.c and
+ * transport_match.c. Nothing calls back up. */
 
 /* transport_cm_progress.c */
 int cmt_progress(struct cm_transport *t, int timeout_ms);
@@ -192,6 +204,27 @@ void cmt_coalesce_written(struct cmt *s, int cm);
 /* Stops the flusher thread: the MPI thread alone writes from then on. */
 void cmt_coalesce_stop(struct cmt *s);
 void cmt_coalesce_free(struct cmt *s);
+
+/* transport_cm_push.c: a collective's transfers, pushed by home. */
+/* A collective's receive: matched with a held message, or posted. */
+int cmt_push_irecv(struct cmt *s, struct cm_req *req);
+/* A DELIVER with CM_F_PUSH from c: where its payload goes. */
+int cmt_push_header(struct cmt *s, struct cm_conn *c, const struct cm_header *h,
+                    struct cm_sink *sink);
+/* ...and it is all here. */
+int cmt_push_frame(struct cmt *s, const struct cm_header *h, const struct cm_sink *sink);
+/* Connection c breaks: a pushed message cut short comes again. */
+void cmt_push_broken(struct cmt *s, struct cm_conn *c);
+/* PUSH_START on home connection c, written now or only queued. */
+int cmt_push_start(struct cmt *s, struct cm_conn *c, int queue);
+/* Before waiting: acknowledges what is held if a receive may wait behind
+ * it. */
+void cmt_push_waiting(struct cmt *s);
+/* The image's share: out->pushes and the held messages. */
+int cmt_push_snapshot(struct cmt *s, struct cm_resume *out);
+/* Restored from an image: its push count and held messages. */
+int cmt_push_restore(struct cmt *s, const struct cm_resume *r);
+void cmt_push_free(struct cmt *s);
 
 /* transport_cm_events.c */
 int cmt_add_replayed(struct cm_conn *c, struct cmt *s, const struct cm_header *h);

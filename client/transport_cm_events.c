@@ -193,7 +193,8 @@ int cmt_snapshot(struct cm_transport *t, struct cm_resume *out)
 	struct cmt *s = t->state;
 	if (s == NULL || s->dead)
 		return -1;
-	if (s->recvs.count || s->syncs.count || s->probe_waiting || s->cancel_waiting)
+	if (s->recvs.count || s->syncs.count || s->probe_waiting || s->cancel_waiting ||
+	    s->push.q.posted_head)
 		return 1;
 	s->ev_unwritten = 0;
 	for (int i = 0; i < s->ncms; i++) {
@@ -216,7 +217,7 @@ int cmt_snapshot(struct cm_transport *t, struct cm_resume *out)
 		return -1;
 	}
 	*out = (struct cm_resume){.clock = s->clock, .reqid = s->reqid, .events = s->ev_next};
-	return 0;
+	return cmt_push_snapshot(s, out);
 }
 
 /* Garbage collection: what the committed image covers may go (TRIM). A
@@ -226,15 +227,17 @@ void cmt_ckpt_committed(struct cm_transport *t, const struct cm_resume *state)
 	struct cmt *s = t->state;
 	if (s == NULL || s->dead)
 		return;
-	uint8_t events[CM_TRIM_PAYLOAD];
-	cm_put_u64(events, state->events);
+	uint8_t cuts[CM_TRIM_PAYLOAD_MAX];
+	cm_put_u64(cuts, state->events);
+	cm_put_u64(cuts + 8, state->pushes);
 	s->trim_sent = 1;
 	s->trim_reqid = state->reqid;
 	s->trim_events = state->events;
+	s->trim_pushes = state->pushes;
 	cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, s->myhome),
 	                             &(struct cm_header){.type = CM_T_TRIM,
 	                                                 .src = s->rank,
 	                                                 .dst = s->rank,
 	                                                 .clock = state->reqid},
-	                             events, sizeof events));
+	                             cuts, sizeof cuts));
 }

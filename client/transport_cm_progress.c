@@ -19,6 +19,7 @@ int cmt_progress(struct cm_transport *t, int timeout_ms)
 		return -1;
 	if (s->co.deferred && cmt_sent(s, cmt_coalesce_flush(s)) < 0)
 		return -1;
+	cmt_push_waiting(s);
 	int retry_ms = cmt_reconnect_poll(s);
 	if (s->dead)
 		return -1;

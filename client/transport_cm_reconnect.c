@@ -207,6 +207,7 @@ int cmt_reconnect_start(struct cmt *s, int cm)
 	if (c->in_body && c->in_sink.kind == SINK_DELIVER &&
 	    cm_reqmap_put(&s->recvs, c->in_sink.cookie) < 0)
 		return -1;
+	cmt_push_broken(s, c); /* and a pushed one is pushed again */
 	cm_conn_break(c);
 	struct cmt_link *l = &s->links[cm];
 	long long now = cm_now_ms();
@@ -404,6 +405,8 @@ int cmt_reconnect_resume(struct cm_conn *c)
 		rc = resend_syncs(s, c);
 	if (rc == 0 && home)
 		rc = repost_requests(s, c);
+	if (rc == 0 && home)
+		rc = cmt_push_start(s, c, 1);
 	for (unsigned k = 0; k < s->acks_out[cm] && rc == 0; k++) {
 		int replay = home && s->ev_fetching && k == 0;
 		rc = cm_conn_queue_ctl(
@@ -416,13 +419,14 @@ int cmt_reconnect_resume(struct cm_conn *c)
 		    NULL, 0);
 	}
 	if (rc == 0 && home && s->trim_sent) {
-		uint8_t events[CM_TRIM_PAYLOAD];
-		cm_put_u64(events, s->trim_events);
+		uint8_t cuts[CM_TRIM_PAYLOAD_MAX];
+		cm_put_u64(cuts, s->trim_events);
+		cm_put_u64(cuts + 8, s->trim_pushes);
 		rc = cm_conn_queue_ctl(
 		    c,
 		    &(struct cm_header){
 		        .type = CM_T_TRIM, .src = s->rank, .dst = s->rank, .clock = s->trim_reqid},
-		    events, sizeof events);
+		    cuts, sizeof cuts);
 	}
 	if (rc == 0 && s->saying_bye && !s->bye_acked[cm])
 		rc = cm_conn_queue_ctl(

@@ -1,9 +1,11 @@
 /* The protocol core's top layer: the core object and the dispatch of
- * complete frames (MSG, RECV_REQ, PROBE, CANCEL, EVENT, TRIM, BYE). It calls
- * down into the layers below and nothing calls back up into it:
+ * complete frames (MSG, RECV_REQ, PROBE, CANCEL, EVENT, TRIM, PUSH_START,
+ * PUSH_ACK, BYE). It calls down into the layers below and nothing calls
+ * back up into it:
  *   session.c  sessions' HELLO and close        input.c  frame assembly
  *   msgrec.c   replay, cancel, collection       cut.c    cut-through
  *   msglog.c   logs and matching
+ *   push.c     pushed messages
  *   record.c   the delivery record, spilled payloads
  *   emit.c     buffers, output queues, sessions' lifetime, emission
  *   logmem.c   the log's memory */
@@ -54,11 +56,12 @@ void cm_core_log_summary(const struct cm_core *core)
 	struct cm_core_stats st;
 	cm_core_stats(core, &st);
 	cm_info("%llu messages logged (%llu bytes, %llu cut-through, %llu resumed), %llu "
-	        "delivered, %llu re-sends dropped, %llu frames refused, %llu replayed, %llu bytes "
-	        "spilled, %llu collected after checkpoints",
+	        "delivered (%llu pushed, %llu pushed again), %llu re-sends dropped, %llu frames "
+	        "refused, %llu replayed, %llu bytes spilled, %llu collected after checkpoints",
 	        (unsigned long long)st.msgs_logged, (unsigned long long)st.bytes_logged,
 	        (unsigned long long)st.msgs_cut_through, (unsigned long long)st.cut_resumed,
-	        (unsigned long long)st.msgs_delivered, (unsigned long long)st.msgs_duplicate,
+	        (unsigned long long)st.msgs_delivered, (unsigned long long)st.msgs_pushed,
+	        (unsigned long long)st.pushes_resent, (unsigned long long)st.msgs_duplicate,
 	        (unsigned long long)st.frames_refused, (unsigned long long)st.msgs_replayed,
 	        (unsigned long long)st.log_bytes_spilled,
 	        (unsigned long long)st.log_entries_collected);
@@ -80,6 +83,8 @@ int cm_frame_domain(const struct cm_frame *f)
 	case CM_T_EVENT_ACK:
 	case CM_T_CANCEL:
 	case CM_T_TRIM:
+	case CM_T_PUSH_START:
+	case CM_T_PUSH_ACK:
 		return f->h.dst; /* except for MSG, the connection's rank */
 	case CM_T_HELLO:
 		return f->h.src;
@@ -360,7 +365,14 @@ void cm_core_dispatch(struct cm_session *s, struct cm_frame *f)
 		handle_event(s, f);
 		break;
 	case CM_T_TRIM:
-		cm_dest_gc(core, &core->dests[s->rank], f->h.clock, cm_get_u64(f->event));
+		cm_dest_gc(core, &core->dests[s->rank], f->h.clock, cm_get_u64(f->event),
+		           f->h.len == CM_TRIM_PAYLOAD_MAX ? cm_get_u64(f->event + 8) : 0);
+		break;
+	case CM_T_PUSH_START:
+		cm_push_start(core, &core->dests[s->rank], s, f->h.clock);
+		break;
+	case CM_T_PUSH_ACK:
+		cm_push_credit(core, &core->dests[s->rank], s, f->h.clock);
 		break;
 	case CM_T_EVENT_ACK:
 		handle_event_ack(s, f);

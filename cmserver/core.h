@@ -63,7 +63,8 @@
  *   cm_core_dispatch(s, f)   f.h.type HELLO:    GLOBAL + SENDER(rank) + DEST(rank)
  *                                                (+ OUTQ of s and of a replaced session)
  *                            MSG:               SENDER(src) + DEST(dst) (+ OUTQs)
- *                            RECV_REQ, PROBE, CANCEL, TRIM: DEST(rank) (+ OUTQs)
+ *                            RECV_REQ, PROBE, CANCEL, TRIM, PUSH_START, PUSH_ACK:
+ *                                               DEST(rank) (+ OUTQs)
  *                            BYE:               OUTQ(s)
  *                            EVENT, EVENT_ACK:  DEST(rank) (+ OUTQ of s)
  *                            cm_frame_domain() names the rank.
@@ -278,6 +279,9 @@ struct cm_core_stats {
 	/* Cut-through forwarding (added): */
 	uint64_t msgs_cut_through; /* MSGs dispatched at their header */
 	uint64_t cut_resumed;      /* partial payloads a re-send completed */
+	/* Pushed messages (collective contexts): */
+	uint64_t msgs_pushed;   /* DELIVERs of pushed messages written to a rank */
+	uint64_t pushes_resent; /* of those, pushed again to a new connection */
 };
 
 struct cm_core *cm_core_new(const struct cm_core_config *cfg);
@@ -359,8 +363,8 @@ struct cm_frame {
 	 * skipped): dispatching it only answers its SYNC_ACK (same domains as
 	 * any MSG). */
 	struct cm_entry *entry;
-	/* EVENT (added): the value bytes (h.len of them). */
-	uint8_t event[CM_EVENT_PAYLOAD_MAX];
+	/* EVENT, TRIM: the payload bytes (h.len of them). */
+	uint8_t event[CM_TRIM_PAYLOAD_MAX];
 	/* MSG, cut-through: entry's payload is still arriving (cut), or, with
 	 * entry NULL, this re-send may resume a partial payload (resume). */
 	bool cut, resume;

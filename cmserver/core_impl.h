@@ -94,9 +94,17 @@ struct cm_entry {
 	bool spilled;
 	uint64_t extent;
 	/* Linked in the log list; a spilled entry out of it is reached
-	 * through its delivery record only. */
+	 * through its delivery record only (a pushed one: through the
+	 * destination's pushes). */
 	bool in_log;
+	/* CM_F_PUSH: its number in the destination's push order. */
+	uint64_t push_seq;
 };
+
+static inline bool cm_entry_pushed(const struct cm_entry *e)
+{
+	return (e->flags & CM_F_PUSH) != 0;
+}
 
 enum cm_wait_kind { CM_WAIT_RECV = 1, CM_WAIT_PROBE = 2 };
 
@@ -181,6 +189,17 @@ struct cm_dest {
 	struct cm_list waits; /* every cm_wait, through its `all` */
 	uint64_t next_wait_seq;
 	uint64_t nreqs, nprobes;
+	/* Pushed messages (push.c), in the order they were logged:
+	 * pushes.items[i] is push number push_base + i (those below, a
+	 * committed checkpoint covers); NULL once --log-mem dropped it
+	 * without a spill store. They are matched by the rank, never here. */
+	CM_VEC(struct cm_entry *) pushes;
+	uint64_t push_base;
+	/* The connection pushed to (its PUSH_START came), or NULL; the next
+	 * push number it gets, and the bytes sent past its PUSH_ACKs. */
+	struct cm_session *push_sess;
+	uint64_t push_next;
+	uint64_t push_out;
 };
 
 /* Events ever logged for the destination, those collected included. */
@@ -417,6 +436,25 @@ void cm_cut_orphan(struct cm_session *s);
  * duplicate). May fail s. */
 bool cm_cut_resume(struct cm_session *s, const struct cm_header *h);
 
+/* push.c: pushed messages (DEST(d) domain). */
+/* Logged pushed entry e (already in the log list) joins the push order and
+ * goes out if the window allows. false: out of memory. */
+bool cm_push_add(struct cm_core *core, struct cm_dest *d, struct cm_entry *e);
+/* Pushes what the window allows to the connection pushed to. */
+void cm_push_pump(struct cm_core *core, struct cm_dest *d);
+/* PUSH_START: s gets the pushes from number first on. false: refused (s
+ * failed). */
+bool cm_push_start(struct cm_core *core, struct cm_dest *d, struct cm_session *s, uint64_t first);
+/* PUSH_ACK: bytes more may be pushed to s. */
+void cm_push_credit(struct cm_core *core, struct cm_dest *d, struct cm_session *s, uint64_t bytes);
+/* s is closing: nothing more is pushed to it. */
+void cm_push_drop_session(struct cm_dest *d, struct cm_session *s);
+/* --log-mem let go of a pushed entry without a spill store. */
+void cm_push_lost(struct cm_dest *d, struct cm_entry *e);
+/* A committed checkpoint covers the pushes below cut: they are dropped. */
+void cm_push_gc(struct cm_core *core, struct cm_dest *d, uint64_t cut);
+void cm_push_free(struct cm_dest *d);
+
 /* msglog.c, msgrec.c: everything here is DEST(d) domain. */
 bool cm_dest_init(struct cm_dest *d);
 void cm_dest_free(struct cm_dest *d);
@@ -446,7 +484,10 @@ void cm_dest_relieve(struct cm_core *core, struct cm_dest *d);
 struct cm_rec *cm_rec_slot(struct cm_dest *d, uint64_t id);
 /* The answer recorded for id, or NULL. */
 const struct cm_rec *cm_rec_find(const struct cm_dest *d, uint64_t id);
-void cm_emit_deliver(const struct cm_entry *e, struct cm_session *to, uint64_t req_id);
+/* DELIVER of e: to request req_id, or with CM_F_PUSH in flags as push
+ * number req_id. */
+void cm_emit_deliver(const struct cm_entry *e, struct cm_session *to, uint64_t req_id,
+                     uint16_t flags);
 void cm_emit_probe_reply(struct cm_session *to, uint64_t probe_id, uint32_t ctx, int32_t src,
                          int32_t tag, uint32_t len);
 void cm_dest_remove_wait(struct cm_dest *d, struct cm_wait *w);
@@ -462,12 +503,13 @@ bool cm_spill_entry(struct cm_core *core, struct cm_entry *e);
 void cm_spill_forget(struct cm_core *core, struct cm_entry *e);
 /* DELIVER of e to request req_id of to, its payload read back from the
  * spill store if it is there. false: it cannot be read back. */
-bool cm_emit_entry(struct cm_core *core, struct cm_entry *e, struct cm_session *to,
-                   uint64_t req_id);
+bool cm_emit_entry(struct cm_core *core, struct cm_entry *e, struct cm_session *to, uint64_t req_id,
+                   uint16_t flags);
 /* TRIM: a committed checkpoint of the rank covers its requests below
  * req_cut and events below ev_cut; drops their records, the delivered
  * messages they took, and the events. */
-void cm_dest_gc(struct cm_core *core, struct cm_dest *d, uint64_t req_cut, uint64_t ev_cut);
+void cm_dest_gc(struct cm_core *core, struct cm_dest *d, uint64_t req_cut, uint64_t ev_cut,
+                uint64_t push_cut);
 /* A re-sent synchronous MSG (src, clock) of d's log was dropped as a
  * duplicate: SYNC_ACK to s now if the original was delivered (or trimmed,
  * so delivered long ago), else when it is. */

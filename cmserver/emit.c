@@ -408,10 +408,12 @@ void cm_entry_free(struct cm_entry *e)
 	free(e);
 }
 
-void cm_emit_deliver(const struct cm_entry *e, struct cm_session *to, uint64_t req_id)
+void cm_emit_deliver(const struct cm_entry *e, struct cm_session *to, uint64_t req_id,
+                     uint16_t flags)
 {
 	struct cm_out_item it;
 	struct cm_header h = {.type = CM_T_DELIVER,
+	                      .flags = flags,
 	                      .src = e->src,
 	                      .dst = e->dst,
 	                      .tag = e->tag,

@@ -155,11 +155,19 @@ static bool acceptable(struct cm_session *s, const struct cm_header *h)
 			                (int)h->src, (int)s->rank);
 			return false;
 		}
+		if ((h->flags & CM_F_PUSH) && (h->flags & CM_F_SYNC)) {
+			/* Nothing would answer its SYNC_ACK: a push is matched by
+			 * the receiving rank. */
+			cm_session_fail(s, CM_E_FLAGS, "a pushed MSG cannot be synchronous");
+			return false;
+		}
 		return true;
 	case CM_T_EVENT:
 	case CM_T_EVENT_ACK:
 	case CM_T_CANCEL:
 	case CM_T_TRIM:
+	case CM_T_PUSH_START:
+	case CM_T_PUSH_ACK:
 		if (h->src != s->rank || h->dst != s->rank) {
 			cm_session_fail(s, CM_E_RANK,
 			                "%s src %d / dst %d must be this connection's rank %d",

@@ -52,6 +52,7 @@ void cm_dest_free(struct cm_dest *d)
 	for (uint64_t i = 0; d->recs && i < d->nrecs - d->recs_base; i++)
 		if (d->recs[i].kind == CM_REC_DELIVER && !d->recs[i].e->in_log)
 			cm_entry_free(d->recs[i].e); /* spilled, in no log list any more */
+	cm_push_free(d);
 	struct cm_entry *e = d->log_head;
 	while (e) {
 		struct cm_entry *next = e->log_next;
@@ -252,6 +253,7 @@ void cm_dest_drop_session(struct cm_dest *d, struct cm_session *s)
 		if (w->sess == s)
 			cm_dest_remove_wait(d, w);
 	}
+	cm_push_drop_session(d, s);
 }
 
 /* ---- replies ---- */
@@ -271,7 +273,7 @@ static void deliver(struct cm_core *core, struct cm_entry *e, struct cm_session 
 		rec->kind = CM_REC_DELIVER;
 		rec->e = e;
 	}
-	if (!cm_emit_entry(core, e, to, req_id))
+	if (!cm_emit_entry(core, e, to, req_id, 0))
 		cm_session_fail(to, CM_E_STATE,
 		                "message %llu for rank %d cannot be read back from the spill store",
 		                (unsigned long long)e->seq, (int)e->dst);
@@ -343,6 +345,16 @@ static void log_append(struct cm_core *core, struct cm_dest *d, struct cm_entry 
 
 bool cm_dest_add_msg(struct cm_core *core, struct cm_dest *d, struct cm_entry *e)
 {
+	if (cm_entry_pushed(e)) {
+		/* The rank matches it: never indexed here, never requested. */
+		if (!cm_push_add(core, d, e)) {
+			cm_entry_free(e);
+			return false;
+		}
+		log_append(core, d, e);
+		cm_push_pump(core, d);
+		return true;
+	}
 	while (d->nreqs > 0) {
 		/* The earliest pending request among the four keys e matches. */
 		struct cm_wait *best = NULL;
@@ -456,6 +468,13 @@ static void trim(struct cm_core *core, struct cm_dest *d, bool force)
 		CM_STAT_SUB(core, log_entries_kept, 1);
 		if (!e->spilled)
 			CM_STAT_SUB(core, log_bytes_held, e->len);
+		if (cm_entry_pushed(e)) {
+			if (e->spilled || cm_spill_entry(core, e))
+				continue; /* the push order keeps it, payload on disk */
+			cm_push_lost(d, e);
+			cm_entry_free(e);
+			continue;
+		}
 		struct cm_rec *r = (struct cm_rec *)cm_rec_find(d, e->req_id);
 		bool recorded = r && r->e == e;
 		if (recorded && (e->spilled || cm_spill_entry(core, e)))

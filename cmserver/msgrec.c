@@ -33,7 +33,7 @@ enum cm_replay cm_dest_replay(struct cm_core *core, struct cm_dest *d, struct cm
 			return CM_REPLAY_DIVERGED;
 		if (!accepts(h->src, h->tag, h->ctx, rec->e->src, rec->e->tag, rec->e->ctx))
 			return CM_REPLAY_DIVERGED;
-		if (!cm_emit_entry(core, rec->e, s, h->clock)) {
+		if (!cm_emit_entry(core, rec->e, s, h->clock, 0)) {
 			CM_STAT_ADD(core, replay_lost, 1);
 			return CM_REPLAY_LOST;
 		}
@@ -164,16 +164,34 @@ enum cm_cancel cm_dest_cancel(struct cm_core *core, struct cm_dest *d, struct cm
 
 /* ---- garbage collection (a committed checkpoint) ---- */
 
-void cm_dest_gc(struct cm_core *core, struct cm_dest *d, uint64_t req_cut, uint64_t ev_cut)
+/* Whether the log walk of a collection drops e. */
+static bool collected(const struct cm_entry *e, uint64_t req_cut, uint64_t push_cut)
+{
+	if (cm_entry_pushed(e))
+		return e->push_seq < push_cut;
+	return e->delivered && e->req_id < req_cut;
+}
+
+void cm_dest_gc(struct cm_core *core, struct cm_dest *d, uint64_t req_cut, uint64_t ev_cut,
+                uint64_t push_cut)
 {
 	if (req_cut > d->nrecs)
 		req_cut = d->nrecs;
+	uint64_t pushes_end = d->push_base + d->pushes.n;
+	if (push_cut > pushes_end)
+		push_cut = pushes_end;
 	/* A message still arriving (cut-through) cannot be in a checkpoint
 	 * image: neither it nor its record goes, nor anything after it. */
-	for (const struct cm_entry *e = d->log_head; e && req_cut > d->recs_base; e = e->log_next)
-		if (e->delivered && e->req_id < req_cut && cm_buf_partial(e->payload))
+	for (const struct cm_entry *e = d->log_head; e; e = e->log_next) {
+		if (!cm_buf_partial(e->payload))
+			continue;
+		if (cm_entry_pushed(e) && e->push_seq < push_cut)
+			push_cut = e->push_seq;
+		else if (!cm_entry_pushed(e) && e->delivered && e->req_id < req_cut)
 			req_cut = e->req_id;
-	if (req_cut > d->recs_base) {
+	}
+	bool reqs = req_cut > d->recs_base, pushes = push_cut > d->push_base;
+	if (reqs) {
 		/* Spilled entries out of the log list: the record held them.
 		 * First, while every record still points at a live entry. */
 		uint64_t spilled = 0;
@@ -187,13 +205,19 @@ void cm_dest_gc(struct cm_core *core, struct cm_dest *d, uint64_t req_cut, uint6
 			r->e = NULL;
 		}
 		CM_STAT_ADD(core, log_entries_collected, spilled);
-		/* Delivered to a request the image covers: no incarnation asks for
-		 * it again. Undelivered messages stay whatever their age. */
+	}
+	if (pushes)
+		cm_push_gc(core, d, push_cut); /* those out of the log list */
+	if (reqs || pushes) {
+		/* Delivered to a request the image covers, or pushed before
+		 * it: no incarnation asks for it again. Undelivered messages
+		 * stay whatever their age. */
 		struct cm_entry **link = &d->log_head, *prev = NULL;
-		uint64_t kept = 0, dropped = 0;
+		uint64_t kept = __atomic_load_n(&core->delivered_kept, __ATOMIC_RELAXED),
+		         dropped = 0;
 		while (*link) {
 			struct cm_entry *e = *link;
-			if (!e->delivered || e->req_id >= req_cut) {
+			if (!collected(e, req_cut, push_cut)) {
 				prev = e;
 				link = &e->log_next;
 				continue;
@@ -201,8 +225,9 @@ void cm_dest_gc(struct cm_core *core, struct cm_dest *d, uint64_t req_cut, uint6
 			*link = e->log_next;
 			if (d->log_tail == e)
 				d->log_tail = prev;
-			kept = __atomic_sub_fetch(&core->delivered_kept, cm_entry_cost(e),
-			                          __ATOMIC_RELAXED);
+			if (e->delivered)
+				kept = __atomic_sub_fetch(&core->delivered_kept, cm_entry_cost(e),
+				                          __ATOMIC_RELAXED);
 			dropped++;
 			if (e->spilled) {
 				cm_spill_forget(core, e);
@@ -216,6 +241,8 @@ void cm_dest_gc(struct cm_core *core, struct cm_dest *d, uint64_t req_cut, uint6
 			CM_STAT_ADD(core, log_entries_collected, dropped);
 			CM_STAT_SET(core, log_bytes_delivered_kept, kept);
 		}
+	}
+	if (reqs) {
 		uint64_t drop = req_cut - d->recs_base, used = d->nrecs - d->recs_base;
 		memmove(d->recs, d->recs + drop, (size_t)(used - drop) * sizeof *d->recs);
 		memset(d->recs + (used - drop), 0, (size_t)drop * sizeof *d->recs);

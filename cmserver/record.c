@@ -76,10 +76,11 @@ void cm_spill_forget(struct cm_core *core, struct cm_entry *e)
 		core->cfg.spill->del(core->cfg.spill_ctx, e->dst, e->seq);
 }
 
-bool cm_emit_entry(struct cm_core *core, struct cm_entry *e, struct cm_session *to, uint64_t req_id)
+bool cm_emit_entry(struct cm_core *core, struct cm_entry *e, struct cm_session *to, uint64_t req_id,
+                   uint16_t flags)
 {
 	if (!e->spilled || e->len == 0) {
-		cm_emit_deliver(e, to, req_id);
+		cm_emit_deliver(e, to, req_id, flags);
 		return true;
 	}
 	/* Its payload back from the store into a buffer the output queue
@@ -97,7 +98,7 @@ bool cm_emit_entry(struct cm_core *core, struct cm_entry *e, struct cm_session *
 	b->read_back = true;
 	cm_logmem_read_back_start(core->cfg.mem, b->alloc);
 	e->payload = b;
-	cm_emit_deliver(e, to, req_id);
+	cm_emit_deliver(e, to, req_id, flags);
 	e->payload = NULL;
 	cm_buf_unref(b);
 	return true;

@@ -52,9 +52,10 @@ static const struct frame_rule {
     [CM_T_HELLO] = {CM_HELLO_PAYLOAD, CM_HELLO_PAYLOAD, CM_F_TAKEOVER, RANK_VALID, RANK_VALID,
                     TAG_ZERO, ZERO_CTX | ZERO_CLOCK},
     [CM_T_HELLO_ACK] = {0, 0, 0, RANK_VALID, RANK_VALID, TAG_ZERO, ZERO_CTX},
-    [CM_T_MSG] = {0, LEN_ANY, CM_F_SYNC | CM_F_ACK, RANK_VALID, RANK_VALID, TAG_USER, 0},
+    [CM_T_MSG] = {0, LEN_ANY, CM_F_SYNC | CM_F_ACK | CM_F_PUSH, RANK_VALID, RANK_VALID, TAG_USER,
+                  0},
     [CM_T_RECV_REQ] = {0, 0, 0, RANK_OR_ANY, RANK_VALID, TAG_USER_OR_ANY, 0},
-    [CM_T_DELIVER] = {0, LEN_ANY, 0, RANK_VALID, RANK_VALID, TAG_USER, 0},
+    [CM_T_DELIVER] = {0, LEN_ANY, CM_F_PUSH, RANK_VALID, RANK_VALID, TAG_USER, 0},
     [CM_T_PROBE] = {0, 0, CM_F_BLOCKING, RANK_OR_ANY, RANK_VALID, TAG_USER_OR_ANY, 0},
     [CM_T_PROBE_REPLY] = {CM_PROBE_REPLY_PAYLOAD, CM_PROBE_REPLY_PAYLOAD, CM_F_FOUND, RANK_IF_FOUND,
                           RANK_VALID, TAG_USER_IF_FOUND, 0},
@@ -68,13 +69,16 @@ static const struct frame_rule {
     /* The request id alone names what is cancelled. */
     [CM_T_CANCEL] = {0, 0, 0, RANK_VALID, RANK_VALID, TAG_ZERO, ZERO_CTX},
     [CM_T_CANCEL_ACK] = {0, 0, CM_F_CANCELLED, RANK_VALID, RANK_VALID, TAG_ZERO, ZERO_CTX},
-    [CM_T_TRIM] = {CM_TRIM_PAYLOAD, CM_TRIM_PAYLOAD, 0, RANK_VALID, RANK_VALID, TAG_ZERO, ZERO_CTX},
+    [CM_T_TRIM] = {CM_TRIM_PAYLOAD, CM_TRIM_PAYLOAD_MAX, 0, RANK_VALID, RANK_VALID, TAG_ZERO,
+                   ZERO_CTX},
     /* Between two channel memories: no rank is named. */
     [CM_T_MIRROR] = {0, LEN_ANY, CM_F_DATA | CM_F_END | CM_F_WHOLE, RANK_FREE, RANK_FREE, TAG_ZERO,
                      ZERO_CTX | ZERO_RANKS},
     [CM_T_MIRROR_ACK] = {0, 0, 0, RANK_FREE, RANK_FREE, TAG_ZERO, ZERO_CTX | ZERO_RANKS},
     [CM_T_STANDBY] = {1, CM_STANDBY_ADDR_MAX, 0, RANK_VALID, RANK_VALID, TAG_ZERO,
                       ZERO_CTX | ZERO_CLOCK},
+    [CM_T_PUSH_START] = {0, 0, 0, RANK_VALID, RANK_VALID, TAG_ZERO, ZERO_CTX},
+    [CM_T_PUSH_ACK] = {0, 0, 0, RANK_VALID, RANK_VALID, TAG_ZERO, ZERO_CTX},
 };
 
 static int rank_follows(enum rank_rule rule, int32_t r, bool found, const struct cm_limits *lim)
@@ -123,6 +127,8 @@ enum cm_err cm_header_validate(const struct cm_header *h, const struct cm_limits
 		return CM_E_FLAGS;
 	if (h->len < rule->len_min || h->len > rule->len_max)
 		return CM_E_LENGTH;
+	if (h->type == CM_T_TRIM && h->len != CM_TRIM_PAYLOAD && h->len != CM_TRIM_PAYLOAD_MAX)
+		return CM_E_LENGTH; /* one u64, or two */
 	bool found = (h->flags & CM_F_FOUND) != 0;
 	if (!rank_follows(rule->dst, h->dst, found, lim) ||
 	    !rank_follows(rule->src, h->src, found, lim))
@@ -225,6 +231,6 @@ const char *cm_type_str(unsigned type)
 	    "?",      "HELLO",       "HELLO_ACK", "MSG",        "RECV_REQ", "DELIVER",
 	    "PROBE",  "PROBE_REPLY", "SYNC_ACK",  "BYE",        "BYE_ACK",  "ERROR",
 	    "EVENT",  "EVENT_ACK",   "CANCEL",    "CANCEL_ACK", "TRIM",     "LOGGED",
-	    "MIRROR", "MIRROR_ACK",  "STANDBY"};
+	    "MIRROR", "MIRROR_ACK",  "STANDBY",   "PUSH_START", "PUSH_ACK"};
 	return type <= CM_T_TYPE_MAX ? names[type] : "?";
 }

@@ -63,7 +63,11 @@ enum cm_frame_type {
 	CM_T_MIRROR_ACK = 19, /* standby -> CM: `clock` = MIRROR payload bytes written so far */
 	CM_T_STANDBY = 20,    /* CM -> rank: payload = the address of the CM's standby, which
 	                         serves as this CM if it dies (after HELLO_ACK) */
-	CM_T_TYPE_MAX = 20
+	/* Pushed messages (collective contexts): delivered without a RECV_REQ. */
+	CM_T_PUSH_START = 21, /* rank -> home CM: push my messages to this connection from
+	                         push number `clock` on */
+	CM_T_PUSH_ACK = 22,   /* rank -> home CM: `clock` more pushed bytes may be sent */
+	CM_T_TYPE_MAX = 22
 };
 
 /* Header flag bits. Bits not defined for a frame type must be zero. */
@@ -78,8 +82,10 @@ enum cm_frame_flags {
 	CM_F_ACK = 1u << 6,       /* MSG: answer LOGGED once this message is logged */
 	CM_F_DATA = 1u << 7,      /* MIRROR: the bytes go to the data file */
 	CM_F_END = 1u << 8,       /* MIRROR: the CM ended cleanly; the standby is not needed */
-	CM_F_WHOLE = 1u << 9      /* MIRROR: everything the journal held is copied (1-byte
+	CM_F_WHOLE = 1u << 9,     /* MIRROR: everything the journal held is copied (1-byte
 	                             payload): from here the copy may take over */
+	CM_F_PUSH = 1u << 10      /* MSG: push it to its receiver, which matches it itself;
+	                             DELIVER: a pushed message, `clock` = its push number */
 };
 
 /* What a HELLO says the connecting party is. */
@@ -100,7 +106,8 @@ struct cm_header {
 	uint32_t ctx;   /* communicator context id */
 	uint32_t len;   /* payload bytes that follow the header */
 	uint64_t clock; /* MSG: sender clock; RECV_REQ, DELIVER, PROBE(_REPLY), CANCEL(_ACK):
-	                   request id; SYNC_ACK: clock of the acknowledged MSG */
+	                   request id; DELIVER with CM_F_PUSH, PUSH_START: push number;
+	                   SYNC_ACK: clock of the acknowledged MSG */
 };
 
 /* HELLO payload, fixed size. */
@@ -118,8 +125,13 @@ struct cm_hello {
 
 /* EVENT payload: the event's value, 1 to CM_EVENT_PAYLOAD_MAX bytes. */
 #define CM_EVENT_PAYLOAD_MAX 8
-/* TRIM payload: the u64 first event index not covered. */
+/* TRIM payload: the u64 first event index not covered, then optionally
+ * the u64 first push number not covered. */
 #define CM_TRIM_PAYLOAD 8
+#define CM_TRIM_PAYLOAD_MAX 16
+/* Pushed bytes (payload and header) a CM may have sent to a rank beyond
+ * what the rank acknowledged with PUSH_ACK (one message always may). */
+#define CM_PUSH_WINDOW ((uint64_t)1 << 20)
 /* STANDBY payload: an address as text ("host:port"), at most this long. */
 #define CM_STANDBY_ADDR_MAX 255
 
