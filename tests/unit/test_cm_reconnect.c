@@ -255,6 +255,47 @@ static int rank_requests(char *addr)
 	return t.finalize(&t) < 0 ? 16 : 0;
 }
 
+/* Two collective receives and a collective send: the receives are
+ * matched in the rank from pushed messages, without RECV_REQ. */
+static int rank_pushes(char *addr)
+{
+	struct cm_transport t;
+	if (rank_init(&t, addr) < 0)
+		return 10;
+	uint8_t small[SMALL_LEN], buf0[64] = {0}, buf1[64] = {0};
+	fill(small, sizeof small, 1);
+	struct cm_req r0 = {.kind = CM_REQ_RECV,
+	                    .peer = 1,
+	                    .tag = 3,
+	                    .ctx = 1,
+	                    .coll = 1,
+	                    .rbuf = buf0,
+	                    .rcap = 64};
+	struct cm_req r1 = {.kind = CM_REQ_RECV,
+	                    .peer = 1,
+	                    .tag = 4,
+	                    .ctx = 1,
+	                    .coll = 1,
+	                    .rbuf = buf1,
+	                    .rcap = 64};
+	struct cm_req m = {.kind = CM_REQ_SEND,
+	                   .peer = 1,
+	                   .tag = 3,
+	                   .ctx = 1,
+	                   .coll = 1,
+	                   .sbuf = small,
+	                   .slen = SMALL_LEN};
+	if (t.irecv(&t, &r0) < 0 || t.irecv(&t, &r1) < 0 || t.isend(&t, &m) < 0)
+		return 11;
+	struct cm_req *all[] = {&r0, &r1, &m};
+	if (wait_all(&t, all, 3) < 0)
+		return 14;
+	if (r0.st_bytes != PART_LEN || !filled(buf0, PART_LEN, 3) || r1.st_bytes != 10 ||
+	    r1.st_tag != 4 || !filled(buf1, 10, 4))
+		return 15;
+	return t.finalize(&t) < 0 ? 16 : 0;
+}
+
 /* A restarted rank (incarnation 1): its init only, with the event log
  * fetched (empty). */
 static int rank_restarted(char *addr)
@@ -560,6 +601,46 @@ START_TEST(requests_reposted)
 }
 END_TEST
 
+/* A pushed message cut short by the CM's death is pushed again into the
+ * same receive: the new connection's PUSH_START names the first push
+ * the rank lacks. Receives of a collective send no RECV_REQ; its send is
+ * flagged PUSH. */
+START_TEST(pushed_message_pushed_again)
+{
+	char addr[64];
+	int lfd = fake_listen(addr, sizeof addr);
+	pid_t rank = start_rank_fn(addr, "20", rank_pushes);
+	int fd = admit(lfd, 0);
+	expect_frame(fd, CM_T_PUSH_START, 0);
+	expect_msg(fd, 0, SMALL_LEN, CM_F_PUSH, 1);
+	uint8_t part[PART_LEN], other[10];
+	fill(part, sizeof part, 3);
+	fill(other, sizeof other, 4);
+	/* Push 0 (for the second receive) whole, push 1 cut short. */
+	send_frame(fd, CM_T_DELIVER, CM_F_PUSH, 1, 0, 4, 1, 0, other, sizeof other);
+	uint8_t hdr[CM_HEADER_SIZE];
+	struct cm_header h = {.type = CM_T_DELIVER,
+	                      .flags = CM_F_PUSH,
+	                      .src = 1,
+	                      .dst = 0,
+	                      .tag = 3,
+	                      .ctx = 1,
+	                      .len = PART_LEN,
+	                      .clock = 1};
+	cm_header_encode(&h, hdr);
+	send_all(fd, hdr, sizeof hdr);
+	send_all(fd, part, 20);
+	close(fd);
+
+	fd = admit(lfd, 1); /* the MSG was logged */
+	expect_frame(fd, CM_T_PUSH_START, 1);
+	send_frame(fd, CM_T_DELIVER, CM_F_PUSH, 1, 0, 3, 1, 1, part, sizeof part);
+	say_bye(fd);
+	expect_rank_exit(rank, 0);
+	close(lfd);
+}
+END_TEST
+
 /* Without CHANMEM_CM_RECONNECT: no ACK flag, no wait for LOGGED, and a
  * lost connection is fatal at once. */
 START_TEST(off_by_default)
@@ -605,6 +686,7 @@ int main(void)
 	tcase_add_test(tc, reconnect_to_named_standby);
 	tcase_add_test(tc, standby_not_an_address);
 	tcase_add_test(tc, partly_written_message_resent_whole);
+	tcase_add_test(tc, pushed_message_pushed_again);
 	tcase_add_test(tc, requests_reposted);
 	tcase_add_test(tc, restarted_rank_takes_over_after_reconnect);
 	tcase_add_test(tc, off_by_default);

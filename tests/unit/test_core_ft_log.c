@@ -92,6 +92,42 @@ static void fake_del(void *ctx, int32_t dst, uint64_t seq)
 
 static const struct cm_spill_ops fake_spill = {.put = fake_put, .get = fake_get, .del = fake_del};
 
+/* A pushed message counts as delivered once it went out: past --log-mem
+ * it is spilled, a new connection's PUSH_START reads it back, and a
+ * checkpoint's TRIM deletes it from the store. */
+START_TEST(test_pushed_spilled)
+{
+	memset(&fake, 0, sizeof fake);
+	cm_core_free(H.core);
+	h_init_spill(&H, 0, &fake_spill, NULL);
+	struct cm_session *a = join(0, 2), *b = join(1, 2);
+	struct bytes f = {0};
+	frame_add(&f, CM_T_PUSH_START, 0, 1, 1, 0, 0, 0, NULL, 0);
+	feed_bytes(b, &f, SIZE_MAX);
+	send_msg(a, 0, 1, 3, 1, 0, CM_F_PUSH, "pushed", 6);
+	struct rframe fr[4];
+	ck_assert_uint_eq(take(b, fr, 4), 1);
+	ck_assert_uint_eq(fr[0].h.flags, CM_F_PUSH);
+	ck_assert_int_eq(fake.puts, 1);
+	close_sess(b);
+
+	struct cm_session *b1 = join_inc(1, 2, 1, NULL);
+	frame_add(&f, CM_T_PUSH_START, 0, 1, 1, 0, 0, 0, NULL, 0);
+	feed_bytes(b1, &f, SIZE_MAX);
+	ck_assert_uint_eq(take(b1, fr, 4), 1);
+	ck_assert_uint_eq(fr[0].h.clock, 0);
+	ck_assert(memcmp(fr[0].payload, "pushed", 6) == 0);
+	ck_assert_int_eq(fake.gets, 1);
+	uint8_t pl[CM_TRIM_PAYLOAD_MAX];
+	cm_put_u64(pl, 0);
+	cm_put_u64(pl + 8, 1);
+	frame_add(&f, CM_T_TRIM, 0, 1, 1, 0, 0, 0, pl, sizeof pl);
+	feed_bytes(b1, &f, SIZE_MAX);
+	bytes_free(&f);
+	ck_assert_int_eq(fake.dels, 1);
+}
+END_TEST
+
 /* Past --log-mem a delivered payload goes to the spill store; a replay
  * fetches it back (same bytes, same order), and a committed checkpoint's
  * TRIM deletes it. */
@@ -365,6 +401,7 @@ int main(void)
 	tcase_add_test(t, test_trim_after_checkpoint);
 	tcase_add_test(t, test_trim_clamped);
 	tcase_add_test(t, test_spilled_replay);
+	tcase_add_test(t, test_pushed_spilled);
 	tcase_add_test(t, test_spill_collected);
 	tcase_add_test(t, test_receive_waits_for_read_back);
 	tcase_add_test(t, test_trimmed_replay);
