@@ -380,8 +380,10 @@ static int connect_cm(struct cmt *s, const struct cm_job *job, int i)
 	s->cms[i]->peer = i;
 	cm_conn_count_into(s->cms[i], &s->queued);
 	cmt_reconnect_watch(s, s->cms[i]);
-	return cm_conn_send_hello(s->cms[i], 0, s->rank, s->rank, job->incarnation,
-	                          (unsigned)job->size, CM_PEER_RANK, job->secret);
+	/* The CM may have died since the connect (its HELLO's write fails
+	 * with EPIPE or a reset): a lost connection like any other. */
+	return cmt_sent(s, cm_conn_send_hello(s->cms[i], 0, s->rank, s->rank, job->incarnation,
+	                                      (unsigned)job->size, CM_PEER_RANK, job->secret));
 }
 
 static int all_ready(struct cmt *s)
@@ -455,10 +457,11 @@ static int cmt_init(struct cm_transport *t, const struct cm_job *job)
 				if (s->links && s->links[i].down) {
 					if (s->cms[i]->fd >= 0 && cmt_reconnect_start(s, i) < 0)
 						goto fail;
-				} else if (cm_conn_send_hello(s->cms[i], CM_F_TAKEOVER, s->rank,
-				                              s->rank, job->incarnation,
-				                              (unsigned)job->size, CM_PEER_RANK,
-				                              job->secret) < 0) {
+				} else if (cmt_sent(s,
+				                    cm_conn_send_hello(
+				                        s->cms[i], CM_F_TAKEOVER, s->rank, s->rank,
+				                        job->incarnation, (unsigned)job->size,
+				                        CM_PEER_RANK, job->secret)) < 0) {
 					goto fail;
 				}
 			}

@@ -29,6 +29,8 @@ struct cmt_push {
 	uint64_t next;      /* the push number expected next */
 	uint64_t held;      /* bytes (with headers) of the messages held */
 	uint64_t unacked;   /* bytes consumed and not acknowledged (PUSH_ACK) */
+	int started;        /* PUSH_START is on the home connection: one per connection
+	                       (a second would have the CM push from its number again) */
 	uint8_t *snap;      /* the last snapshot's held messages */
 };
 
@@ -213,9 +215,11 @@ int cmt_push_header(struct cmt *s, struct cm_conn *c, const struct cm_header *h,
                     struct cm_sink *sink);
 /* ...and it is all here. */
 int cmt_push_frame(struct cmt *s, const struct cm_header *h, const struct cm_sink *sink);
-/* Connection c breaks: a pushed message cut short comes again. */
+/* Connection c breaks: a pushed message cut short comes again, and the
+ * next connection to home sends PUSH_START. */
 void cmt_push_broken(struct cmt *s, struct cm_conn *c);
-/* PUSH_START on home connection c, written now or only queued. */
+/* PUSH_START on home connection c, written now or only queued; nothing
+ * if this connection has one already. */
 int cmt_push_start(struct cmt *s, struct cm_conn *c, int queue);
 /* Before waiting: acknowledges what is held if a receive may wait behind
  * it. */

@@ -143,9 +143,12 @@ int cmt_push_frame(struct cmt *s, const struct cm_header *h, const struct cm_sin
 
 void cmt_push_broken(struct cmt *s, struct cm_conn *c)
 {
-	if (!c->in_body || c->peer != s->myhome)
+	if (c->peer != s->myhome)
 		return;
 	struct cmt_push *p = &s->push;
+	p->started = 0; /* the next connection asks again */
+	if (!c->in_body)
+		return;
 	if (c->in_sink.kind == SINK_PUSH_POSTED) {
 		/* It was the earliest receive that accepts the message: first
 		 * again, for the same message pushed again. */
@@ -161,6 +164,9 @@ void cmt_push_broken(struct cmt *s, struct cm_conn *c)
 
 int cmt_push_start(struct cmt *s, struct cm_conn *c, int queue)
 {
+	if (s->push.started)
+		return 0;
+	s->push.started = 1;
 	struct cm_header h = {
 	    .type = CM_T_PUSH_START, .src = s->rank, .dst = s->rank, .clock = s->push.next};
 	s->push.unacked = 0; /* the new connection's window starts empty */

@@ -10,7 +10,7 @@ CONFIGURE_FLAGS=${CONFIGURE_FLAGS:---enable-werror}
 
 packages=(build-essential autoconf automake libtool pkg-config
 	libev-dev liblmdb-dev libzstd-dev check gnuplot-nox netpipe-tcp procps
-	iproute2 openssh-server man-db groff-base clang libclang-rt-dev)
+	iproute2 openssh-server man-db groff-base clang libclang-rt-dev strace)
 
 missing=()
 for p in "${packages[@]}"; do

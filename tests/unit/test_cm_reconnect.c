@@ -641,6 +641,33 @@ START_TEST(pushed_message_pushed_again)
 }
 END_TEST
 
+/* A home CM that dies before the first HELLO_ACK: the connection made
+ * again asks for pushes once (a second PUSH_START would have the CM push
+ * from 0 again, after the rank had some). */
+START_TEST(push_start_once_after_early_reconnect)
+{
+	char addr[64];
+	int lfd = fake_listen(addr, sizeof addr);
+	pid_t rank = start_rank_fn(addr, "20", rank_pushes);
+	int fd = fake_accept(lfd);
+	expect_hello(fd);
+	close(fd);
+	fd = admit(lfd, 0);
+	expect_frame(fd, CM_T_PUSH_START, 0);
+	push_starts = 0;
+	expect_msg(fd, 0, SMALL_LEN, CM_F_PUSH, 1);
+	uint8_t part[PART_LEN], other[10];
+	fill(part, sizeof part, 3);
+	fill(other, sizeof other, 4);
+	send_frame(fd, CM_T_DELIVER, CM_F_PUSH, 1, 0, 4, 1, 0, other, sizeof other);
+	send_frame(fd, CM_T_DELIVER, CM_F_PUSH, 1, 0, 3, 1, 1, part, sizeof part);
+	say_bye(fd);
+	ck_assert_uint_eq(push_starts, 0);
+	expect_rank_exit(rank, 0);
+	close(lfd);
+}
+END_TEST
+
 /* Without CHANMEM_CM_RECONNECT: no ACK flag, no wait for LOGGED, and a
  * lost connection is fatal at once. */
 START_TEST(off_by_default)
@@ -687,6 +714,7 @@ int main(void)
 	tcase_add_test(tc, standby_not_an_address);
 	tcase_add_test(tc, partly_written_message_resent_whole);
 	tcase_add_test(tc, pushed_message_pushed_again);
+	tcase_add_test(tc, push_start_once_after_early_reconnect);
 	tcase_add_test(tc, requests_reposted);
 	tcase_add_test(tc, restarted_rank_takes_over_after_reconnect);
 	tcase_add_test(tc, off_by_default);
