@@ -492,7 +492,10 @@ void cm_emit_probe_reply(struct cm_session *to, uint64_t probe_id, uint32_t ctx,
                          int32_t tag, uint32_t len);
 void cm_dest_remove_wait(struct cm_dest *d, struct cm_wait *w);
 /* Memory an entry kept for replay stands for (the --log-mem budget). */
-uint64_t cm_entry_cost(const struct cm_entry *e);
+static inline uint64_t cm_entry_cost(const struct cm_entry *e)
+{
+	return sizeof *e + (e->spilled ? 0 : e->len);
+}
 /* Moves an entry's payload to cfg.spill (a delivered one past --log-mem,
  * an undelivered one near the memory bound). true: spilled (the entry
  * stays, without payload); false: no store, or it failed (a delivered

@@ -258,11 +258,6 @@ void cm_dest_drop_session(struct cm_dest *d, struct cm_session *s)
 
 /* ---- replies ---- */
 
-uint64_t cm_entry_cost(const struct cm_entry *e)
-{
-	return sizeof *e + (e->spilled ? 0 : e->len);
-}
-
 static void deliver(struct cm_core *core, struct cm_entry *e, struct cm_session *to,
                     uint64_t req_id)
 {
