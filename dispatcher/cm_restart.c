@@ -39,6 +39,7 @@
 
 #include "cm_restart.h"
 #include "detect.h"
+#include "jobenv.h"
 #include "launch.h"
 #include "output.h"
 #include "spawn.h"
@@ -131,6 +132,33 @@ static void on_respawn(struct ev_loop *loop, ev_timer *w, int revents)
 	job->events.stop(job, CMRUN_EXIT_FAILURE);
 }
 
+/* "CHANMEM_CM_STANDBYS=..." (--cm-standby): every CM's standby by TCP, as
+ * it is when a rank starts: with CHANMEM_CMS, the two addresses a CM and
+ * its standby take turns on. */
+char *cmft_standbys_env(struct job *job)
+{
+	size_t cap = strlen(CM_ENV_CM_STANDBYS) + 2 + (size_t)job->ncms * 33;
+	char *env = malloc(cap);
+	if (env == NULL)
+		return NULL;
+	size_t len = (size_t)snprintf(env, cap, "%s=", CM_ENV_CM_STANDBYS);
+	for (int i = 0; i < job->ncms; i++)
+		len += (size_t)snprintf(env + len, cap - len, "%s%s", i ? "," : "",
+		                        job->standbys[i].addr[0] ? job->standbys[i].addr : "-");
+	return env;
+}
+
+static void standbys_changed(struct job *job)
+{
+	if (job->standbys == NULL || job->rank_env == NULL || job->standbys_env_slot < 0)
+		return;
+	char *env = cmft_standbys_env(job);
+	if (env == NULL)
+		return; /* out of memory: ranks started from now on get the older list */
+	free(job->rank_env[job->standbys_env_slot]);
+	job->rank_env[job->standbys_env_slot] = env;
+}
+
 /* CM cm's standby entry, reused for a new standby process (the last one
  * took over), with a journal copy of its own, where the CM's dead process
  * served: its host and address. So a CM and its standby take turns on two
@@ -159,7 +187,7 @@ static void on_new_standby(struct ev_loop *loop, ev_timer *w, int revents)
 	snprintf(next.addr, sizeof next.addr, "%s", sb->addr);
 	snprintf(next.unix_addr, sizeof next.unix_addr, "%s", sb->unix_addr);
 	*sb = next;
-	job_standbys_changed(job);
+	standbys_changed(job);
 	if (spawn_cm(job, sb) < 0) {
 		sb->used = true;
 		output_message("cmserver %d: no new standby could be started: it no longer "

@@ -28,5 +28,9 @@ void cmft_start(struct job *job);
 void cmft_stop(struct job *job);
 /* The fault report's lines about CM deaths and restarts. */
 void cmft_report(struct job *job);
+/* "CHANMEM_CM_STANDBYS=..." for a rank starting now (malloc'd), or NULL
+ * when out of memory. A new standby after a takeover updates the job's
+ * rank environment itself. */
+char *cmft_standbys_env(struct job *job);
 
 #endif

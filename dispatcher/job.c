@@ -7,6 +7,7 @@
 #include <config.h>
 
 #include "ckpt.h"
+#include "cm_restart.h"
 #include "job.h"
 
 #include <errno.h>
@@ -17,7 +18,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cm_restart.h"
 #include "control.h"
 #include "detect.h"
 #include "ft.h"
@@ -73,33 +73,6 @@ static void job_stop(struct job *job, int status)
  * sockets of direct-transport ranks, the ranks' environment and the ranks
  * themselves, each at its phase ---- */
 
-/* "CHANMEM_CM_STANDBYS=..." (--cm-standby): every CM's standby by TCP, as
- * it is when a rank starts: with CHANMEM_CMS, the two addresses a CM and
- * its standby take turns on (cm_restart.c). */
-static char *standbys_env(struct job *job)
-{
-	size_t cap = strlen(CM_ENV_CM_STANDBYS) + 2 + (size_t)job->ncms * 33;
-	char *env = malloc(cap);
-	if (env == NULL)
-		return NULL;
-	size_t len = (size_t)snprintf(env, cap, "%s=", CM_ENV_CM_STANDBYS);
-	for (int i = 0; i < job->ncms; i++)
-		len += (size_t)snprintf(env + len, cap - len, "%s%s", i ? "," : "",
-		                        job->standbys[i].addr[0] ? job->standbys[i].addr : "-");
-	return env;
-}
-
-void job_standbys_changed(struct job *job)
-{
-	if (job->standbys == NULL || job->rank_env == NULL || job->standbys_env_slot < 0)
-		return;
-	char *env = standbys_env(job);
-	if (env == NULL)
-		return; /* out of memory: ranks started from now on get the older list */
-	free(job->rank_env[job->standbys_env_slot]);
-	job->rank_env[job->standbys_env_slot] = env;
-}
-
 static int build_rank_env(struct job *job)
 {
 	const struct cmrun_options *o = job->opts;
@@ -135,7 +108,7 @@ static int build_rank_env(struct job *job)
 	job->standbys_env_slot = -1;
 	if (job->standbys) {
 		job->standbys_env_slot = n;
-		if ((job->rank_env[n++] = standbys_env(job)) == NULL)
+		if ((job->rank_env[n++] = cmft_standbys_env(job)) == NULL)
 			return -1;
 	}
 	if (job->ckpt_pid > 0 &&

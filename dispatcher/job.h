@@ -191,8 +191,4 @@ int job_run(struct job *job);
 /* Releases what the job holds (after job_run and output_shutdown). */
 void job_free(struct job *job);
 
-/* A standby's address changed (a new standby after a takeover): ranks
- * started from now on are told the new one. */
-void job_standbys_changed(struct job *job);
-
 #endif
