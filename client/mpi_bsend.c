@@ -154,6 +154,8 @@ int MPI_Buffer_detach(void *buffer_addr, int *size)
 	CM_MPI_REQUIRE_INIT("MPI_Buffer_detach");
 	if (!buffer_addr || !size)
 		return cm_mpi_raise(NULL, MPI_ERR_ARG, "MPI_Buffer_detach");
+	if (cm_mpi_wait_point() < 0)
+		return cm_mpi_raise(NULL, MPI_ERR_OTHER, "MPI_Buffer_detach");
 	while (bsend_reclaim() > 0)
 		if (cm_mpi_progress(-1) < 0)
 			return cm_mpi_raise(NULL, MPI_ERR_OTHER, "MPI_Buffer_detach");

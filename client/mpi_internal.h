@@ -90,6 +90,11 @@ CM_HIDDEN void cm_mpi_not_initialized(const char *func) __attribute__((noreturn)
  * as in transport.h), then releases freed requests that completed; the
  * non-blocking collectives that may go on go on. 0 or -1. */
 CM_HIDDEN int cm_mpi_progress(int timeout_ms);
+/* Where the program's flow waits (whether or not what it waits for is
+ * complete already, which is timing): a point of the non-blocking
+ * collectives' engine if one is pending, so that every execution passes
+ * the same points between two frames (mpi_nondet.c's marks). 0 or -1. */
+CM_HIDDEN int cm_mpi_wait_point(void);
 
 /* ---- groups (core in mpi_comm.c, MPI calls in mpi_group.c) ---- */
 

@@ -28,10 +28,19 @@ int cm_mpi_progress(int timeout_ms)
 	return rc;
 }
 
+int cm_mpi_wait_point(void)
+{
+	if (cm_nbc_inside() || !cm_nbc_pending())
+		return 0;
+	return cm_mpi_nd_nbc_point(0) < 0 ? -1 : 0;
+}
+
 int cm_mpi_req_wait(struct cm_mpi_request *r)
 {
 	if (cm_nbc_inside())
 		return cm_nbc_wait(r);
+	if (cm_mpi_wait_point() < 0)
+		return -1;
 	while (!cm_mpi_req_poll(r))
 		if (cm_mpi_progress(-1) < 0)
 			return -1;
@@ -81,6 +90,8 @@ int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_
 	int rc = cm_mpi_check_request_array(count, array_of_requests, "MPI_Waitall");
 	if (rc)
 		return rc;
+	if (cm_mpi_wait_point() < 0)
+		return cm_mpi_raise(NULL, MPI_ERR_OTHER, "MPI_Waitall");
 	/* Requests complete roughly in order: skip the finished prefix so a
 	 * long array is not rescanned after every progress step. */
 	int first_pending = 0;
