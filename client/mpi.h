@@ -305,6 +305,11 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);
 /* Hints are accepted and none is acted on: _dup_with_info is MPI_Comm_dup,
  * and the info _get_info returns is empty. */
 int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm);
+/* MPI_Comm_dup as if called now (attributes copied, error handler
+ * inherited), completed by the Wait/Test families like a non-blocking
+ * collective. *newcomm is written at the call; the communicator may be
+ * used once the request completes (before, it is MPI_ERR_COMM). */
+int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request);
 int MPI_Comm_set_info(MPI_Comm comm, MPI_Info info);
 int MPI_Comm_get_info(MPI_Comm comm, MPI_Info *info_used);
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm);

@@ -111,6 +111,7 @@ static struct cm_mpi_comm comm_self = {
  * the predefined ones; freed slots are reused. */
 static CM_VEC(struct cm_mpi_comm *) comm_table;
 static uint32_t next_ctx_pair = CM_CTX_PAIR_FIRST_FREE;
+static uint32_t idups_led; /* MPI_Comm_idup calls this process led */
 
 /* A group of the given world ranks (n of them from first, or the single
  * rank me). Failure here is out of memory at MPI_Init: fatal. */
@@ -150,6 +151,7 @@ void cm_mpi_comm_init(int world_rank, int world_size)
 	comm_table.items[CM_HANDLE_INDEX(MPI_COMM_SELF)] = &comm_self;
 	comm_table.n = 2;
 	next_ctx_pair = CM_CTX_PAIR_FIRST_FREE;
+	idups_led = 0;
 }
 
 struct cm_mpi_comm *cm_mpi_comm_world(void)
@@ -164,7 +166,8 @@ struct cm_mpi_comm *cm_mpi_comm_get(MPI_Comm comm)
 	unsigned index = CM_HANDLE_INDEX(comm);
 	if (index >= comm_table.n)
 		return NULL;
-	return comm_table.items[index];
+	struct cm_mpi_comm *c = comm_table.items[index];
+	return c && !c->pending ? c : NULL;
 }
 
 int cm_mpi_comm_rank_of(const struct cm_mpi_comm *c, int world_rank)
@@ -231,6 +234,26 @@ void cm_mpi_ctx_pair_claim(uint32_t ctx_pair)
 {
 	if (ctx_pair >= next_ctx_pair)
 		next_ctx_pair = ctx_pair + 1;
+}
+
+static uint32_t idup_slice(void)
+{
+	return CM_CTX_PAIR_IDUP_FIRST / (uint32_t)comm_world.size;
+}
+
+int cm_mpi_ctx_idup_lead(void)
+{
+	if (idups_led < idup_slice())
+		return (int)idups_led++;
+	return (int)idups_led;
+}
+
+int cm_mpi_ctx_idup_pair(int leader, int k, uint32_t *pair)
+{
+	if (leader < 0 || leader >= comm_world.size || k < 0 || (uint32_t)k >= idup_slice())
+		return MPI_ERR_INTERN; /* the leader has used up its slice */
+	*pair = CM_CTX_PAIR_IDUP_FIRST + (uint32_t)leader * idup_slice() + (uint32_t)k;
+	return MPI_SUCCESS;
 }
 
 /* ---- rank and size ---- */

@@ -1,5 +1,6 @@
-/* Creating and freeing communicators: MPI_Comm_dup, _split, _split_type,
- * _create, _create_group, _free, and the local queries (compare, test_inter, names).
+/* Creating and freeing communicators: MPI_Comm_dup, _idup, _split,
+ * _split_type, _create, _create_group, _free, and the local queries
+ * (compare, test_inter, names).
  *
  * Context ids. A communicator's two contexts are part of the matching key
  * of every message on it, so each process must use a pair that no other
@@ -13,13 +14,31 @@
  * made of ordinary messages on the parent's collective context: no side
  * channel, so it is logged and replayed like the program's own traffic,
  * and a re-executed process computes the same ids. MPI_Comm_create_group
- * runs the same agreement among the group's members only. */
-#include <limits.h>
+ * runs the same agreement among the group's members only. These pairs
+ * stay below CM_CTX_PAIR_IDUP_FIRST.
+ *
+ * MPI_Comm_idup cannot take part in that agreement: between sending its
+ * lowest unused pair and learning the maximum, a process may create other
+ * communicators (MPI allows blocking creation calls, and other idups, while
+ * one is pending), and the maximum, which depends on the other members,
+ * may be a pair one of those took meanwhile. So an idup's pair comes from
+ * a range of its own, [CM_CTX_PAIR_IDUP_FIRST, 2^31), cut into one slice
+ * per world rank: the pair is number k of the slice of the parent's rank
+ * 0 (its leader), where k is how many idups that process has led before.
+ * The leader takes k at the call and broadcasts it over the parent in the
+ * idup's coroutine; every member then knows the pair. Two communicators
+ * sharing a member cannot get the same pair: made by blocking calls,
+ * above; made by idups with different leaders, different slices; with the
+ * same leader, that process numbered them differently; one of each, the
+ * ranges differ. The pair depends on the order of the leader's calls only,
+ * never on timing. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "mpi_coll_internal.h"
+#include "mpi_coll_nb.h"
 #include "mpi_internal.h"
 
 /* ---- the exchange ---- */
@@ -107,7 +126,7 @@ static uint32_t agreed_pair(const int *all, int stride, int P)
 static int next_pair(int *out)
 {
 	uint32_t next = cm_mpi_ctx_pair_next();
-	if (next > INT_MAX / 2)
+	if (next >= CM_CTX_PAIR_IDUP_FIRST)
 		return MPI_ERR_INTERN; /* 2^30 communicators created: out of context ids */
 	*out = (int)next;
 	return MPI_SUCCESS;
@@ -174,6 +193,74 @@ int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
 	if (!cm_mpi_info_valid(info))
 		return cm_mpi_raise(cm_mpi_comm_get(comm), MPI_ERR_INFO, "MPI_Comm_dup_with_info");
 	return comm_dup(comm, newcomm, "MPI_Comm_dup_with_info");
+}
+
+/* ---- MPI_Comm_idup ---- */
+
+/* The coroutine's arguments: the parent (alive as long as the request,
+ * which holds a reference), the new communicator (pending: no handle
+ * reaches it, so nothing frees it meanwhile) and, at the leader, the
+ * number of the pair in its slice. */
+struct idup_args {
+	struct cm_mpi_comm *parent, *d;
+	int k;
+};
+
+static int run_idup(const void *args)
+{
+	const struct idup_args *a = args;
+	int k = a->k; /* the coroutine's stack lives until it returns */
+	uint32_t pair;
+	int rc = cm_coll_bcast(a->parent, &k, 1, cm_mpi_type_get(MPI_INT), 0);
+	if (!rc)
+		rc = cm_mpi_ctx_idup_pair(cm_mpi_world_rank(a->parent, 0), k, &pair);
+	if (!rc) {
+		a->d->ctx_pt2pt = 2 * pair;
+		a->d->ctx_coll = 2 * pair + 1;
+		a->d->pending = 0;
+	}
+	/* On error the communicator stays pending: its handle, which the
+	 * program holds, keeps naming nothing. */
+	return cm_mpi_raise(a->parent, rc, "MPI_Comm_idup");
+}
+
+/* MPI_Comm_dup as if called now (attributes copied, error handler and
+ * topology inherited), except that the context pair is learnt in a
+ * non-blocking collective. *newcomm is written now; the communicator is
+ * usable once the request completes (before, its handle is MPI_ERR_COMM). */
+int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_idup");
+	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
+	if (!c)
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_idup");
+	if (!newcomm || !request)
+		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_idup");
+	cm_mpi_group_ref(c->group);
+	struct cm_mpi_comm *d = cm_mpi_comm_new(c->group, c->rank, 0, c->errhandler);
+	int rc = MPI_ERR_NO_MEM;
+	if (d) {
+		d->pending = 1;
+		rc = topo_copy(c, d);
+	}
+	if (!rc)
+		rc = cm_mpi_attr_copy_all(c->attrs, c->handle, &d->attrs);
+	int raised = 0;
+	if (!rc) {
+		struct idup_args a = {
+		    .parent = c, .d = d, .k = c->rank == 0 ? cm_mpi_ctx_idup_lead() : 0};
+		rc = cm_nbc_start("MPI_Comm_idup", comm, run_idup, &a, sizeof a, request);
+		if (!rc) {
+			*newcomm = d->handle;
+			return MPI_SUCCESS;
+		}
+		raised = 1; /* by cm_nbc_start, or by run_idup before its first wait */
+	}
+	if (d) {
+		cm_mpi_attr_delete_all(&d->attrs, d->handle);
+		cm_mpi_comm_drop_handle(d);
+	}
+	return raised ? rc : cm_mpi_raise(c, rc, "MPI_Comm_idup");
 }
 
 struct member {

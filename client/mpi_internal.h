@@ -50,9 +50,11 @@
 #define CM_CTX_WORLD_COLL 1u
 #define CM_CTX_SELF_PT2PT 2u
 #define CM_CTX_SELF_COLL 3u
-/* Communicators created later get the pairs (2k, 2k + 1), k >= 2, agreed
- * on by their members (mpi_comm_create.c). */
+/* Communicators created later get the pairs (2k, 2k + 1), k >= 2: below
+ * CM_CTX_PAIR_IDUP_FIRST agreed on by their members in the blocking calls,
+ * from it up to 2^31 named by MPI_Comm_idup's leader (mpi_comm_create.c). */
 #define CM_CTX_PAIR_FIRST_FREE 2u
+#define CM_CTX_PAIR_IDUP_FIRST 0x40000000u
 
 /* Tags inside a communicator's collective context: one range per
  * collective, so two different collectives can never cross-match even if a
@@ -151,6 +153,9 @@ struct cm_mpi_comm {
 	struct cm_mpi_attr *attrs;
 	struct cm_mpi_topo *topo; /* owned; NULL: no topology */
 	uint32_t nbc_seq;         /* non-blocking collectives started on it (their tags) */
+	/* Made by MPI_Comm_idup, whose request has not completed: no context
+	 * yet, and its handle names nothing (cm_mpi_comm_get). */
+	int pending;
 };
 
 /* A live info object, or MPI_INFO_NULL (mpi_info.c). */
@@ -182,6 +187,12 @@ CM_HIDDEN void cm_mpi_comm_drop_handle(struct cm_mpi_comm *c);
 CM_HIDDEN uint32_t cm_mpi_ctx_pair_next(void);
 /* Marks the pairs up to ctx_pair as used. */
 CM_HIDDEN void cm_mpi_ctx_pair_claim(uint32_t ctx_pair);
+/* MPI_Comm_idup's pairs: a slice of CM_CTX_PAIR_IDUP_FIRST / world size
+ * pairs per world rank, the leader's. _lead: the next number of this
+ * process's slice, taken (the slice's size once it is used up). _idup_pair:
+ * the pair numbered k in leader's slice; MPI_ERR_INTERN if k is outside. */
+CM_HIDDEN int cm_mpi_ctx_idup_lead(void);
+CM_HIDDEN int cm_mpi_ctx_idup_pair(int leader, int k, uint32_t *pair);
 
 /* Communicator creation helpers (mpi_comm_create.c). They return an MPI
  * error code (not raised). */
