@@ -10,7 +10,10 @@
  * u64 stdout bytes, u64 stderr bytes, (version 2:) u64 stdin bytes
  * consumed, u64 stdin bytes delivered to stdio (stdin_log.c), (version 3:)
  * u64 first push number not received, u64 length of the pushed messages
- * held (the transport's cm_resume.held), then u64 length of each region,
+ * held (the transport's cm_resume.held), u32 frames counted by the outcome
+ * log, u32 next non-blocking collective id, u32 non-blocking collectives
+ * started on MPI_COMM_WORLD, u32 on MPI_COMM_SELF (mpi_nondet.c), then
+ * u64 length of each region,
  * the held messages' bytes, and the regions' bytes. Images of versions 1
  * (no stdin position) and 2 (no pushed messages) are still read. The checkpoint server checksums,
  * compresses and commits it atomically.
@@ -50,7 +53,7 @@
 #define IMAGE_VERSION 3u
 #define IMAGE_FIXED_V1 (8 + 4 + 4 + 6 * 8)
 #define IMAGE_FIXED_V2 (IMAGE_FIXED_V1 + 2 * 8)
-#define IMAGE_FIXED (IMAGE_FIXED_V2 + 2 * 8)
+#define IMAGE_FIXED (IMAGE_FIXED_V2 + 2 * 8 + 4 * 4)
 #define MAX_REGIONS 64
 #define CKPT_TIMEOUT_MS 30000
 #define JOB_ID_DEFAULT "chanmem"
@@ -208,6 +211,10 @@ static bool parse_image(int rank, const uint8_t *img, size_t len)
 	ck.in_consumed = version >= 2 ? cm_get_u64(img + 64) : 0;
 	ck.in_delivered = version >= 2 ? cm_get_u64(img + 72) : 0;
 	ck.resume.pushes = version >= 3 ? cm_get_u64(img + 80) : 0;
+	ck.resume.nd_frames = version >= 3 ? cm_get_u32(img + 96) : 0;
+	ck.resume.nbc_next_id = version >= 3 ? cm_get_u32(img + 100) : 0;
+	ck.resume.nbc_seq_world = version >= 3 ? cm_get_u32(img + 104) : 0;
+	ck.resume.nbc_seq_self = version >= 3 ? cm_get_u32(img + 108) : 0;
 	ck.restored_held = (size_t)held;
 	ck.resume.held = held ? img + fixed + (size_t)n * 8 : NULL;
 	ck.resume.held_len = (size_t)held;
@@ -350,6 +357,10 @@ static int upload(const struct cm_job *job, const struct cm_resume *state)
 	cm_put_u64(head + 72, in_delivered);
 	cm_put_u64(head + 80, state->pushes);
 	cm_put_u64(head + 88, state->held_len);
+	cm_put_u32(head + 96, state->nd_frames);
+	cm_put_u32(head + 100, state->nbc_next_id);
+	cm_put_u32(head + 104, state->nbc_seq_world);
+	cm_put_u32(head + 108, state->nbc_seq_self);
 	for (unsigned i = 0; i < ck.nregions; i++)
 		cm_put_u64(head + IMAGE_FIXED + 8 * i, ck.regions[i].len);
 

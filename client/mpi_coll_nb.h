@@ -54,6 +54,11 @@ CM_HIDDEN void cm_nbc_resume(uint32_t id);
 CM_HIDDEN int cm_nbc_force(uint32_t id);
 /* Any coroutine pending? */
 CM_HIDDEN int cm_nbc_pending(void);
+/* The id the next collective gets; a rank restored from a checkpoint
+ * image goes on from the image's (the log's steps name collectives by
+ * id). */
+CM_HIDDEN uint32_t cm_nbc_next_id(void);
+CM_HIDDEN void cm_nbc_set_next_id(uint32_t id);
 
 /* The progress engine's part (mpi_nondet.c): at a point of the program's
  * own flow (not inside a coroutine), resumes the coroutines that may go on,

@@ -121,6 +121,16 @@ int cm_nbc_pending(void)
 	return head != NULL;
 }
 
+uint32_t cm_nbc_next_id(void)
+{
+	return next_id;
+}
+
+void cm_nbc_set_next_id(uint32_t id)
+{
+	next_id = id;
+}
+
 /* ---- switching ---- */
 
 #ifdef CM_NBC_ASAN

@@ -17,6 +17,7 @@
 #include "heartbeat.h"
 #include "jobenv.h"
 #include "mpi_internal.h"
+#include "mpi_test.h"
 #include "stdin_log.h"
 #include "units.h"
 
@@ -72,6 +73,12 @@ static int init(int required, const char *func)
 	if (getenv(CM_ENV_RANK) != NULL)
 		setvbuf(stdout, NULL, _IOLBF, 0);
 	cm_mpi_comm_init(cm_mpi.job.rank, cm_mpi.job.size);
+	/* The outcome log counts frames from here in every incarnation (its
+	 * steps and marks name counts), whenever the program first tests or
+	 * starts a collective. */
+	cm_mpi_nd_on();
+	if (cm_mpi.job.resume)
+		cm_mpi_nd_resume(cm_mpi.job.resume);
 	cm_mpi.thread_level = required > MPI_THREAD_FUNNELED ? MPI_THREAD_FUNNELED : required;
 	cm_mpi.main_thread = pthread_self();
 	cm_mpi.initialized = 1;

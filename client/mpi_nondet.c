@@ -299,12 +299,18 @@ enum follow_at { AT_POINT, AT_DECISION, AT_START, AT_FRAME };
 
 static int follow(enum follow_at at);
 
-static int before_frame(void)
+/* What must be in the log before the next frame: the failed polls and,
+ * after a point that decided by timing, a mark (leading), or the records
+ * up to that frame (following). frame: a frame is produced now and
+ * counted; 0 for a checkpoint's cut, which is no frame: a re-execution
+ * takes its images at other points (they are due by time), so counting
+ * the cut would shift every later step and mark it follows. */
+static int settle(int frame)
 {
 	if (nd.in_point) {
 		/* A coroutine resumed at a logged step: its frames follow from
 		 * the step, nothing was decided since. */
-		nd.frames++;
+		nd.frames += frame != 0;
 		return 0;
 	}
 	if (!nd.lead && follow(AT_FRAME) < 0)
@@ -323,9 +329,11 @@ static int before_frame(void)
 				return -1;
 			nd.dirty = 0;
 		}
-		nd.frames++;
+		nd.frames += frame != 0;
 		return 0;
 	}
+	if (!frame)
+		return 0; /* owed polls may still come before the next frame */
 	nd.frames++;
 	if (nd.owed_misses > 0)
 		cm_mpi_nd_diverged("MPI", "%u more failed polls were logged before this point",
@@ -334,6 +342,11 @@ static int before_frame(void)
 		cm_mpi_nd_diverged("MPI", "an outcome of %s was logged before this point",
 		                   cm_mpi_nd_call_name((int)nd.rec.call));
 	return 0;
+}
+
+static int before_frame(void)
+{
+	return settle(1);
 }
 
 static int wrap_isend(struct cm_transport *t, struct cm_req *req)
@@ -372,17 +385,36 @@ static int record_in_hand(void)
  * them (it would poll in vain once more than the dead incarnation did).
  * A follower with a record in hand has no cut that fits: the transport has
  * handed the record over, so a rank restored from the image would start
- * past it. That includes a record before_frame reads ahead (it may be a
+ * past it. That includes a record settle reads ahead (it may be a
  * collective's step due first). No image this time (2). */
 static int wrap_snapshot(struct cm_transport *t, struct cm_resume *out)
 {
+	if (cm_nbc_pending())
+		return 1; /* a collective still running is a request pending */
 	if (record_in_hand())
 		return 2;
-	if (before_frame() < 0)
+	if (settle(0) < 0)
 		return -1;
 	if (record_in_hand())
 		return 2;
-	return nd.snapshot(t, out);
+	int rc = nd.snapshot(t, out);
+	if (rc == 0) {
+		/* What the log after the cut counts from: the frames, the
+		 * collectives' ids and the world's and self's collective tags. */
+		out->nd_frames = nd.frames;
+		out->nbc_next_id = cm_nbc_next_id();
+		out->nbc_seq_world = cm_mpi_comm_get(MPI_COMM_WORLD)->nbc_seq;
+		out->nbc_seq_self = cm_mpi_comm_get(MPI_COMM_SELF)->nbc_seq;
+	}
+	return rc;
+}
+
+void cm_mpi_nd_resume(const struct cm_resume *r)
+{
+	nd.frames = r->nd_frames;
+	cm_nbc_set_next_id(r->nbc_next_id);
+	cm_mpi_comm_get(MPI_COMM_WORLD)->nbc_seq = r->nbc_seq_world;
+	cm_mpi_comm_get(MPI_COMM_SELF)->nbc_seq = r->nbc_seq_self;
 }
 
 /* Another kind of event (MPI_Wtime): a follower whose hook says the log

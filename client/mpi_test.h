@@ -76,6 +76,9 @@ struct cm_nd_elem {
  * sets the log up. 0 for the direct transport: its calls decide live, at no
  * cost. */
 CM_HIDDEN int cm_mpi_nd_on(void);
+/* A rank restored from a checkpoint image: the MPI layer's counters go on
+ * from the image's (after MPI_COMM_WORLD and MPI_COMM_SELF exist). */
+CM_HIDDEN void cm_mpi_nd_resume(const struct cm_resume *r);
 /* The outcome of one call (for a set: its first element). *e in: what the
  * call sees now; out: what it must do (the logged outcome when replaying).
  * Returns 0, or -1 if the transport failed (after printing why). An outcome

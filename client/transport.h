@@ -83,6 +83,11 @@ struct cm_resume {
 	uint64_t pushes;
 	const void *held;
 	size_t held_len;
+	/* The MPI layer's (mpi_nondet.c fills them around the transport's
+	 * snapshot): frames counted by the outcome log, the next non-blocking
+	 * collective's id, and the non-blocking collectives started on
+	 * MPI_COMM_WORLD and MPI_COMM_SELF (their tags). */
+	uint32_t nd_frames, nbc_next_id, nbc_seq_world, nbc_seq_self;
 };
 
 struct cm_job {

@@ -8,7 +8,7 @@
 # Each job runs ft_coll on 4 ranks: blocking Bcast (rotating root),
 # Reduce, Allreduce, Allgather, Alltoall, Gather and Scatter on
 # MPI_COMM_WORLD and on an even/odd split of it, then Ibcast + Iallreduce
-# on both (MPI_Waitall; not with checkpoints, below); every rank prints a
+# on both (MPI_Waitall); every rank prints a
 # running checksum of all it received once per iteration. Every faulty run
 # must exit 0 with exactly the per-rank lines of the failure-free run,
 # nothing else on stderr, no process left behind, within its --timeout (a
@@ -34,10 +34,6 @@
 #     only receives, straight from the root (a leaf of the binomial tree),
 #     14 to 25 MiB for rank 3, the other leaf, fed by rank 2.
 #
-# With `ckpt` ft_coll leaves out its non-blocking collectives: a rank
-# restored from an image cannot replay them (see programs/ft_coll.c);
-# FT_COLL_CKPT_NB=1 puts them back (ft_coll's `ckpt+nb`) to show it.
-#
 # Run I takes seed S+I (in its name; S is printed first and comes from
 # FT_COLL_SEED, or the clock): FT_COLL_SEED=S ITEST_ONLY=NAME repeats it
 # with the same kind, mode and options.
@@ -52,7 +48,6 @@ BIG=300000
 ITERS_SMALL=1500
 ITERS_BIG=40
 CKPT=ckpt
-[ "${FT_COLL_CKPT_NB:-0}" = 1 ] && CKPT="ckpt+nb"
 SEED=${FT_COLL_SEED:-$(date +%s)}
 [[ $SEED =~ ^[0-9]{1,12}$ ]] || itest_hard_error "FT_COLL_SEED: a number"
 MODES=(mono thread-per-client multiplexer specialized)

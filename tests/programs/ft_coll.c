@@ -1,7 +1,7 @@
 /* ft_coll: collectives on two communicators, meant to be killed at random
  * (cmrun --kill-every, --kill-cm-every), with or without checkpoints.
  *
- *   ft_coll ITERS SIZE [ckpt|ckpt+nb]
+ *   ft_coll ITERS SIZE [ckpt]
  *   ft_coll flood COUNT SIZE SLEEP_MS
  *
  * Each iteration runs, on MPI_COMM_WORLD and on a communicator split from
@@ -19,12 +19,10 @@
  * chanmem_ckpt_register and chanmem_checkpoint is called at the end of
  * every iteration, once the split communicator is freed (only
  * MPI_COMM_WORLD is in use across a checkpoint); a restored rank resumes
- * at the iteration after its image. `ckpt` leaves the non-blocking
- * collectives out: an image does not hold what a rank restored from it
- * needs to replay them (MPI_COMM_WORLD's count of non-blocking
- * collectives, which picks their tags, the engine's collective ids and
- * the frame count their logged steps name), and such a rank hangs or is
- * stopped as diverged. `ckpt+nb` keeps them, to show it.
+ * at the iteration after its image, and replays the steps of its
+ * non-blocking collectives from there (the image holds the world's count
+ * of them, which picks their tags, the engine's collective ids and the
+ * frame count the logged steps name).
  *
  * `flood`: rank 0 runs COUNT MPI_Bcast of SIZE bytes back to back while
  * the other ranks sleep SLEEP_MS before they join; each checks every byte
@@ -42,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define USAGE "ITERS SIZE [ckpt|ckpt+nb] | flood COUNT SIZE SLEEP_MS"
+#define USAGE "ITERS SIZE [ckpt] | flood COUNT SIZE SLEEP_MS"
 
 struct state {
 	int64_t it;
@@ -190,12 +188,11 @@ int main(int argc, char **argv)
 	tu_init(&argc, &argv, "ft_coll");
 	if (argc > 1 && strcmp(argv[1], "flood") == 0)
 		return flood(argc, argv);
-	if (argc < 3 || argc > 4 ||
-	    (argc == 4 && strcmp(argv[3], "ckpt") != 0 && strcmp(argv[3], "ckpt+nb") != 0))
+	if (argc < 3 || argc > 4 || (argc == 4 && strcmp(argv[3], "ckpt") != 0))
 		tu_arg_long("", 1, 0, "wrong arguments", USAGE);
 	long iters = tu_arg_long(argv[1], 1, 1000000, "ITERS wants 1 to 1000000", USAGE);
 	long size = tu_arg_long(argv[2], 8, 16L << 20, "SIZE wants 8 to 16 MiB", USAGE);
-	int ckpt = argc == 4, nb = argc < 4 || strcmp(argv[3], "ckpt+nb") == 0;
+	int ckpt = argc == 4;
 
 	/* At least two blocks: the two MPI_Iallreduce send from one each. */
 	size_t blocks = tu_size < 2 ? 2 : (size_t)tu_size;
@@ -223,8 +220,7 @@ int main(int argc, char **argv)
 		TU_MPI(MPI_Comm_split(MPI_COMM_WORLD, tu_rank % 2, tu_size - tu_rank, &sub));
 		blocking(MPI_COMM_WORLD, 0, it, &b);
 		blocking(sub, 1, it, &b);
-		if (nb)
-			nonblocking(MPI_COMM_WORLD, sub, it, &b);
+		nonblocking(MPI_COMM_WORLD, sub, it, &b);
 		TU_MPI(MPI_Comm_free(&sub));
 		printf("rank %d it %lld sum %016llx\n", tu_rank, (long long)it,
 		       (unsigned long long)st.sum);
