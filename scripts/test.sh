@@ -95,11 +95,11 @@ if [ "${CHANMEM_SKIP_TSAN:-0}" != 1 ]; then
 	# master/worker, the 8 MiB ring and the checkpointed 2 MiB ring (the
 	# plain build runs every case); the standby's stream and takeover; the
 	# log memory's admission raced by threads, and the spill store's writer
-	# thread.
-	TSAN_OPTIONS="halt_on_error=1 exitcode=66" CM_DEATH_CASES="master big ck2m" \
+	# thread; collectives' pushed messages under CM deaths with standbys.
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66" CM_DEATH_CASES="master big ck2m" FT_COLL_KINDS=sb \
 		MODES_ONLY="thread-per-client multiplexer specialized" MODES_THREADS="1 4" \
 		run_suite tsan "$top/build-tsan" "--enable-werror --enable-sanitizers=thread" \
-		"unit/test_core unit/test_core_match unit/test_core_stream unit/test_core_ft unit/test_core_ft_log unit/test_core_cut unit/test_logmem unit/test_spill_store integration/coalesce.sh integration/modes_cut.sh integration/modes_live.sh integration/modes_stress.sh integration/modes_pt2pt.sh integration/ft_modes.sh integration/ft_spill.sh integration/ft_cm_death.sh integration/ft_cm_standby.sh integration/cm_standby.sh unit/test_core_journal"
+		"unit/test_core unit/test_core_match unit/test_core_stream unit/test_core_ft unit/test_core_ft_log unit/test_core_cut unit/test_logmem unit/test_spill_store unit/test_core_push integration/coalesce.sh integration/modes_cut.sh integration/modes_live.sh integration/modes_stress.sh integration/modes_pt2pt.sh integration/ft_modes.sh integration/ft_spill.sh integration/ft_cm_death.sh integration/ft_cm_standby.sh integration/cm_standby.sh integration/ft_coll.sh unit/test_core_journal"
 fi
 
 echo "$total_pass passed, $total_fail failed"

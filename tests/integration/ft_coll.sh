@@ -34,6 +34,8 @@
 #     only receives, straight from the root (a leaf of the binomial tree),
 #     14 to 25 MiB for rank 3, the other leaf, fed by rank 2.
 #
+# MODES_ONLY="a b" limits the modes; FT_COLL_KINDS="kill cm sb" the kinds
+# of run (the sanitizer builds run fewer).
 # Run I takes seed S+I (in its name; S is printed first and comes from
 # FT_COLL_SEED, or the clock): FT_COLL_SEED=S ITEST_ONLY=NAME repeats it
 # with the same kind, mode and options.
@@ -50,7 +52,9 @@ ITERS_BIG=40
 CKPT=ckpt
 SEED=${FT_COLL_SEED:-$(date +%s)}
 [[ $SEED =~ ^[0-9]{1,12}$ ]] || itest_hard_error "FT_COLL_SEED: a number"
-MODES=(mono thread-per-client multiplexer specialized)
+read -r -a MODES <<<"${MODES_ONLY:-mono thread-per-client multiplexer specialized}"
+# FT_COLL_KINDS="kill cm sb" (the default) keeps only those kinds of run.
+KINDS=" ${FT_COLL_KINDS:-kill cm sb} "
 ITEST_JOB_TIMEOUT=60s
 itest_log "ft_coll: seed $SEED (FT_COLL_SEED=$SEED reproduces these runs)"
 
@@ -98,6 +102,7 @@ faulted() {
 # --cm-standby); SIZE small or big; CKPT 0 or 1.
 run_one() {
 	local i=$1 kind=$2 size=$3 ckpt=$4
+	[[ $KINDS == *" $kind "* ]] || return 0
 	local seed=$((SEED + i)) mode cms ref prog opts
 	RANDOM=$seed
 	mode=${CHANMEM_TEST_MODE:-${MODES[i % ${#MODES[@]}]}}
