@@ -64,7 +64,6 @@ struct nd_record {
 };
 
 static struct {
-	int setup;            /* cm_mpi_nd_on has looked at the transport */
 	int on;               /* the transport logs events: the hooks below are wrapped */
 	int lead;             /* the log has run out: this process decides */
 	uint32_t pending;     /* leading: failed polls not logged yet */
@@ -602,12 +601,11 @@ int cm_mpi_nd_nbc_start(void)
 
 int cm_mpi_nd_on(void)
 {
-	if (nd.setup)
-		return nd.on;
-	nd.setup = 1;
+	if (nd.on)
+		return 1;
 	struct cm_transport *t = &cm_mpi.transport;
 	if (t->event == NULL)
-		return 0;
+		return 0; /* nothing logs events (yet: a test may add the hook) */
 	nd.on = 1;
 	nd.isend = t->isend;
 	nd.irecv = t->irecv;

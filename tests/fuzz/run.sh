@@ -35,7 +35,7 @@ printf '#include <stddef.h>\n#include <stdint.h>\nint LLVMFuzzerTestOneInput(con
 common="$src/common/protocol.c $src/common/units.c $src/common/log.c $src/common/secret.c $src/common/net.c"
 common="$common $src/common/cmdline.c"
 core="$src/cmserver/core.c $src/cmserver/session.c $src/cmserver/input.c $src/cmserver/emit.c"
-core="$core $src/cmserver/record.c $src/cmserver/cut.c $src/cmserver/msglog.c $src/cmserver/msgrec.c $src/cmserver/logmem.c $src/cmserver/recover.c"
+core="$core $src/cmserver/record.c $src/cmserver/cut.c $src/cmserver/msglog.c $src/cmserver/msgrec.c $src/cmserver/push.c $src/cmserver/logmem.c $src/cmserver/recover.c"
 flags=(-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 -std=gnu11
 	-pthread -Wall -Wno-unused-parameter -DHAVE_CONFIG_H -I"$build" -I"$src/common"
 	-I"$src/cmserver" -I"$src/checkpoint" -I"$src/dispatcher" -I"$src/netpipe" -I"$src/client")
