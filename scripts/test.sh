@@ -82,6 +82,7 @@ if [ "${CHANMEM_SKIP_ASAN:-0}" != 1 ]; then
 	# CM killed during a rank's replay, with a checkpoint, with its rank);
 	# the plain suite runs them all.
 	FUZZ_SECONDS=0 CM_DEATH_CASES="master stencil_during_replay stencil_with_rank ck2m npcm" \
+		FT_COLL_KINDS="kill cm" \
 		run_suite asan "$top/build-asan" "--enable-werror --enable-sanitizers=address"
 fi
 
@@ -92,11 +93,13 @@ if [ "${CHANMEM_SKIP_TSAN:-0}" != 1 ]; then
 	# scenarios (kills, restarts, replay), channel memories killed and
 	# recovered from their journals, and the ranks' send flusher thread.
 	# Channel memories' deaths, with and without standbys: the
-	# master/worker, the 8 MiB ring and the checkpointed 2 MiB ring (the
-	# plain build runs every case); the standby's stream and takeover; the
-	# log memory's admission raced by threads, and the spill store's writer
-	# thread; collectives' pushed messages under CM deaths with standbys.
-	TSAN_OPTIONS="halt_on_error=1 exitcode=66" CM_DEATH_CASES="master big ck2m" FT_COLL_KINDS=sb \
+	# master/worker and the checkpointed 2 MiB ring (the plain build runs
+	# every case); the standby's stream and takeover; the log memory's
+	# admission raced by threads, and the spill store's writer thread;
+	# collectives' pushed messages under CM deaths with standbys (fewer
+	# iterations: ThreadSanitizer slows them about twentyfold).
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66" CM_DEATH_CASES="master ck2m" \
+		FT_COLL_KINDS=sb FT_COLL_ITERS_SMALL=150 FT_COLL_ITERS_BIG=6 \
 		MODES_ONLY="thread-per-client multiplexer specialized" MODES_THREADS="1 4" \
 		run_suite tsan "$top/build-tsan" "--enable-werror --enable-sanitizers=thread" \
 		"unit/test_core unit/test_core_match unit/test_core_stream unit/test_core_ft unit/test_core_ft_log unit/test_core_cut unit/test_logmem unit/test_spill_store unit/test_core_push integration/coalesce.sh integration/modes_cut.sh integration/modes_live.sh integration/modes_stress.sh integration/modes_pt2pt.sh integration/ft_modes.sh integration/ft_spill.sh integration/ft_cm_death.sh integration/ft_cm_standby.sh integration/cm_standby.sh integration/ft_coll.sh unit/test_core_journal"

@@ -37,11 +37,14 @@ HOLD=4
 export FT_SLEEP_MS=50
 
 # The rank program: incarnation 1 of rank 1 under strace, its first
-# sendmsg held HOLD seconds; every other one as it is.
+# sendmsg held HOLD seconds; every other one as it is. LeakSanitizer
+# cannot run under ptrace: the traced rank does without it.
 rank_prog=$itest_work/held_rank.sh
 cat >"$rank_prog" <<EOF
 #!/bin/sh
 if [ "\$CHANMEM_RANK" = 1 ] && [ "\$CHANMEM_INCARNATION" = 1 ]; then
+	ASAN_OPTIONS="\${ASAN_OPTIONS:+\$ASAN_OPTIONS:}detect_leaks=0"
+	export ASAN_OPTIONS
 	exec strace -qq -s 0 -o "$itest_work/strace.\$CHANMEM_RANK.\$CHANMEM_INCARNATION" \\
 		-e trace=connect,sendmsg -e inject=sendmsg:delay_enter=${HOLD}000000:when=1 \\
 		"$PROGDIR/ft_suite" "\$@"
