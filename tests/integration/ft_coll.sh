@@ -154,7 +154,9 @@ run_one 21 sb big 1
 run_one 22 sb small 1
 run_one 23 sb big 0
 
-if [ "$ckpt_runs" -gt 0 ] && [ "$ckpt_images" -lt 1 ]; then
+# Over a few runs (the TSan suite's two) every kill may come before the
+# first image: the requirement holds from four on.
+if [ "$ckpt_runs" -ge 4 ] && [ "$ckpt_images" -lt 1 ]; then
 	itest_fail ftc_images "no rank of the $ckpt_runs runs with checkpoints was restored from an image"
 fi
 
