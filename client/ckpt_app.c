@@ -13,10 +13,10 @@
  * held (the transport's cm_resume.held), u32 frames counted by the outcome
  * log, u32 next non-blocking collective id, u32 non-blocking collectives
  * started on MPI_COMM_WORLD, u32 on MPI_COMM_SELF (mpi_nondet.c), then
- * u64 length of each region,
- * the held messages' bytes, and the regions' bytes. Images of versions 1
- * (no stdin position) and 2 (no pushed messages) are still read. The checkpoint server checksums,
- * compresses and commits it atomically.
+ * u64 length of each region, the held messages' bytes, and the regions'
+ * bytes. Images of versions 1 (no stdin position) and 2 (no pushed
+ * messages) are still read. The checkpoint server checksums, compresses
+ * and commits it atomically.
  *
  * Output. cmrun drops as many bytes of a re-executed rank's stdout (and
  * stderr) as the dead incarnation printed: a full re-execution prints them
@@ -210,11 +210,13 @@ static bool parse_image(int rank, const uint8_t *img, size_t len)
 	ck.err_at_image = cm_get_u64(img + 56);
 	ck.in_consumed = version >= 2 ? cm_get_u64(img + 64) : 0;
 	ck.in_delivered = version >= 2 ? cm_get_u64(img + 72) : 0;
-	ck.resume.pushes = version >= 3 ? cm_get_u64(img + 80) : 0;
-	ck.resume.nd_frames = version >= 3 ? cm_get_u32(img + 96) : 0;
-	ck.resume.nbc_next_id = version >= 3 ? cm_get_u32(img + 100) : 0;
-	ck.resume.nbc_seq_world = version >= 3 ? cm_get_u32(img + 104) : 0;
-	ck.resume.nbc_seq_self = version >= 3 ? cm_get_u32(img + 108) : 0;
+	if (version >= 3) {
+		ck.resume.pushes = cm_get_u64(img + 80);
+		ck.resume.nd_frames = cm_get_u32(img + 96);
+		ck.resume.nbc_next_id = cm_get_u32(img + 100);
+		ck.resume.nbc_seq_world = cm_get_u32(img + 104);
+		ck.resume.nbc_seq_self = cm_get_u32(img + 108);
+	}
 	ck.restored_held = (size_t)held;
 	ck.resume.held = held ? img + fixed + (size_t)n * 8 : NULL;
 	ck.resume.held_len = (size_t)held;

@@ -73,9 +73,9 @@ static int init(int required, const char *func)
 	if (getenv(CM_ENV_RANK) != NULL)
 		setvbuf(stdout, NULL, _IOLBF, 0);
 	cm_mpi_comm_init(cm_mpi.job.rank, cm_mpi.job.size);
-	/* The outcome log counts frames from here in every incarnation (its
-	 * steps and marks name counts), whenever the program first tests or
-	 * starts a collective. */
+	/* The outcome log counts frames from here, not from the program's
+	 * first test or collective, so every incarnation counts the same (its
+	 * steps and marks name counts). */
 	cm_mpi_nd_on();
 	if (cm_mpi.job.resume)
 		cm_mpi_nd_resume(cm_mpi.job.resume);

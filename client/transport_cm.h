@@ -184,6 +184,8 @@ int cmt_reconnect_start(struct cmt *s, int cm);
 /* Tries the broken connections whose turn it is; the ms until the next
  * try (-1: none broken). Marks the transport dead past the time limit. */
 int cmt_reconnect_poll(struct cmt *s);
+/* The last TRIM (trim_*) on home connection c, written now or queued. */
+int cmt_trim_send(struct cmt *s, struct cm_conn *c, int queue);
 /* HELLO_ACK on a re-established connection: re-sends and re-posts. */
 int cmt_reconnect_resume(struct cm_conn *c);
 /* CM c->peer named its standby (a STANDBY frame of len bytes, read into

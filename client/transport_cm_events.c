@@ -227,17 +227,9 @@ void cmt_ckpt_committed(struct cm_transport *t, const struct cm_resume *state)
 	struct cmt *s = t->state;
 	if (s == NULL || s->dead)
 		return;
-	uint8_t cuts[CM_TRIM_PAYLOAD_MAX];
-	cm_put_u64(cuts, state->events);
-	cm_put_u64(cuts + 8, state->pushes);
 	s->trim_sent = 1;
 	s->trim_reqid = state->reqid;
 	s->trim_events = state->events;
 	s->trim_pushes = state->pushes;
-	cmt_sent(s, cm_conn_send_ctl(cmt_conn(s, s->myhome),
-	                             &(struct cm_header){.type = CM_T_TRIM,
-	                                                 .src = s->rank,
-	                                                 .dst = s->rank,
-	                                                 .clock = state->reqid},
-	                             cuts, sizeof cuts));
+	cmt_sent(s, cmt_trim_send(s, cmt_conn(s, s->myhome), 0));
 }

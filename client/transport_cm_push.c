@@ -69,6 +69,16 @@ static void consumed(struct cmt *s, size_t len, int credited)
 	send_ack(s, n);
 }
 
+/* Receive r takes pushed message u (held, or just arrived), which is freed. */
+static void take(struct cmt *s, struct cm_req *r, struct cmt_pushed *u)
+{
+	size_t len = u->m.len;
+	int credited = u->credited;
+	cm_match_deliver_copy(r, u->m.src, u->m.tag, u->data, len);
+	free(u);
+	consumed(s, len, credited);
+}
+
 int cmt_push_irecv(struct cmt *s, struct cm_req *req)
 {
 	struct cmt_push *p = &s->push;
@@ -81,13 +91,8 @@ int cmt_push_irecv(struct cmt *s, struct cm_req *req)
 		cm_match_post(&p->q, req);
 		return 0;
 	}
-	struct cmt_pushed *u = (struct cmt_pushed *)m;
 	p->held -= cost(m->len);
-	cm_match_deliver_copy(req, m->src, m->tag, u->data, m->len);
-	int credited = u->credited;
-	size_t len = m->len;
-	free(u);
-	consumed(s, len, credited);
+	take(s, req, (struct cmt_pushed *)m);
 	return 0;
 }
 
@@ -131,9 +136,7 @@ int cmt_push_frame(struct cmt *s, const struct cm_header *h, const struct cm_sin
 	/* A receive posted while its payload arrived takes it now. */
 	struct cm_req *r = cm_match_take_posted(&p->q, h->src, h->tag, h->ctx);
 	if (r) {
-		cm_match_deliver_copy(r, h->src, h->tag, u->data, h->len);
-		free(u);
-		consumed(s, h->len, 0);
+		take(s, r, u);
 		return 0;
 	}
 	cm_match_add_unexpected(&p->q, &u->m);
@@ -149,17 +152,10 @@ void cmt_push_broken(struct cmt *s, struct cm_conn *c)
 	p->started = 0; /* the next connection asks again */
 	if (!c->in_body)
 		return;
-	if (c->in_sink.kind == SINK_PUSH_POSTED) {
-		/* It was the earliest receive that accepts the message: first
-		 * again, for the same message pushed again. */
-		struct cm_req *r = c->in_sink.cookie;
-		r->t_next = p->q.posted_head;
-		p->q.posted_head = r;
-		if (p->q.posted_tail == NULL)
-			p->q.posted_tail = r;
-	} else if (c->in_sink.kind == SINK_PUSH_HELD) {
+	if (c->in_sink.kind == SINK_PUSH_POSTED)
+		cm_match_post_first(&p->q, c->in_sink.cookie);
+	else if (c->in_sink.kind == SINK_PUSH_HELD)
 		free(c->in_sink.cookie);
-	}
 }
 
 int cmt_push_start(struct cmt *s, struct cm_conn *c, int queue)

@@ -381,6 +381,17 @@ static int resend_syncs(struct cmt *s, struct cm_conn *c)
 	return rc;
 }
 
+int cmt_trim_send(struct cmt *s, struct cm_conn *c, int queue)
+{
+	uint8_t cuts[CM_TRIM_PAYLOAD_MAX];
+	cm_put_u64(cuts, s->trim_events);
+	cm_put_u64(cuts + 8, s->trim_pushes);
+	struct cm_header h = {
+	    .type = CM_T_TRIM, .src = s->rank, .dst = s->rank, .clock = s->trim_reqid};
+	return queue ? cm_conn_queue_ctl(c, &h, cuts, sizeof cuts)
+	             : cm_conn_send_ctl(c, &h, cuts, sizeof cuts);
+}
+
 int cmt_reconnect_resume(struct cm_conn *c)
 {
 	struct cmt *s = c->owner;
@@ -418,16 +429,8 @@ int cmt_reconnect_resume(struct cm_conn *c)
 		                        .clock = replay ? s->replay_base + s->nreplay : s->ev_next},
 		    NULL, 0);
 	}
-	if (rc == 0 && home && s->trim_sent) {
-		uint8_t cuts[CM_TRIM_PAYLOAD_MAX];
-		cm_put_u64(cuts, s->trim_events);
-		cm_put_u64(cuts + 8, s->trim_pushes);
-		rc = cm_conn_queue_ctl(
-		    c,
-		    &(struct cm_header){
-		        .type = CM_T_TRIM, .src = s->rank, .dst = s->rank, .clock = s->trim_reqid},
-		    cuts, sizeof cuts);
-	}
+	if (rc == 0 && home && s->trim_sent)
+		rc = cmt_trim_send(s, c, 1);
 	if (rc == 0 && s->saying_bye && !s->bye_acked[cm])
 		rc = cm_conn_queue_ctl(
 		    c, &(struct cm_header){.type = CM_T_BYE, .src = s->rank, .dst = s->rank}, NULL,

@@ -75,6 +75,14 @@ void cm_match_post(struct cm_matchq *q, struct cm_req *req)
 	q->posted_tail = req;
 }
 
+void cm_match_post_first(struct cm_matchq *q, struct cm_req *req)
+{
+	req->t_next = q->posted_head;
+	q->posted_head = req;
+	if (q->posted_tail == NULL)
+		q->posted_tail = req;
+}
+
 void cm_match_add_unexpected(struct cm_matchq *q, struct cm_msg *m)
 {
 	m->next = NULL;

@@ -35,6 +35,9 @@ struct cm_req *cm_match_take_posted(struct cm_matchq *q, int src, int tag, uint3
 /* Takes req out of the posted queue: 1 if it was there. */
 int cm_match_unpost(struct cm_matchq *q, struct cm_req *req);
 void cm_match_post(struct cm_matchq *q, struct cm_req *req);
+/* Posts req ahead of every other: it was the earliest that accepts a
+ * message whose delivery was cut short, and takes it when it comes again. */
+void cm_match_post_first(struct cm_matchq *q, struct cm_req *req);
 
 void cm_match_add_unexpected(struct cm_matchq *q, struct cm_msg *m);
 /* The earliest unexpected message req accepts, unlinked; or NULL. */

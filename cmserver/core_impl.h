@@ -437,9 +437,9 @@ void cm_cut_orphan(struct cm_session *s);
 bool cm_cut_resume(struct cm_session *s, const struct cm_header *h);
 
 /* push.c: pushed messages (DEST(d) domain). */
-/* Logged pushed entry e (already in the log list) joins the push order and
- * goes out if the window allows. false: out of memory. */
-bool cm_push_add(struct cm_core *core, struct cm_dest *d, struct cm_entry *e);
+/* Pushed entry e joins the push order (the caller logs it, then pumps).
+ * false: out of memory. */
+bool cm_push_add(struct cm_dest *d, struct cm_entry *e);
 /* Pushes what the window allows to the connection pushed to. */
 void cm_push_pump(struct cm_core *core, struct cm_dest *d);
 /* PUSH_START: s gets the pushes from number first on. false: refused (s
@@ -496,6 +496,9 @@ static inline uint64_t cm_entry_cost(const struct cm_entry *e)
 {
 	return sizeof *e + (e->spilled ? 0 : e->len);
 }
+/* e went out for the first time (a DELIVER, or a push): from here it is a
+ * delivered entry, kept for a re-execution within --log-mem. */
+void cm_entry_delivered(struct cm_core *core, struct cm_entry *e);
 /* Moves an entry's payload to cfg.spill (a delivered one past --log-mem,
  * an undelivered one near the memory bound). true: spilled (the entry
  * stays, without payload); false: no store, or it failed (a delivered

@@ -261,7 +261,6 @@ void cm_dest_drop_session(struct cm_dest *d, struct cm_session *s)
 static void deliver(struct cm_core *core, struct cm_entry *e, struct cm_session *to,
                     uint64_t req_id)
 {
-	e->delivered = true;
 	e->req_id = req_id;
 	struct cm_rec *rec = cm_rec_slot(&core->dests[e->dst], req_id);
 	if (rec) {
@@ -285,10 +284,7 @@ static void deliver(struct cm_core *core, struct cm_entry *e, struct cm_session 
 		cm_session_release(e->sync_sess);
 		e->sync_sess = NULL;
 	}
-	uint64_t kept =
-	    __atomic_add_fetch(&core->delivered_kept, cm_entry_cost(e), __ATOMIC_RELAXED);
-	CM_STAT_ADD(core, msgs_delivered, 1);
-	CM_STAT_SET(core, log_bytes_delivered_kept, kept);
+	cm_entry_delivered(core, e);
 }
 
 /* Answers probe_id with e (or nothing found) and records the answer, so a
@@ -342,7 +338,7 @@ bool cm_dest_add_msg(struct cm_core *core, struct cm_dest *d, struct cm_entry *e
 {
 	if (cm_entry_pushed(e)) {
 		/* The rank matches it: never indexed here, never requested. */
-		if (!cm_push_add(core, d, e)) {
+		if (!cm_push_add(d, e)) {
 			cm_entry_free(e);
 			return false;
 		}

@@ -33,9 +33,8 @@
 
 #include <stdlib.h>
 
-bool cm_push_add(struct cm_core *core, struct cm_dest *d, struct cm_entry *e)
+bool cm_push_add(struct cm_dest *d, struct cm_entry *e)
 {
-	(void)core;
 	struct cm_entry **slot = cm_vec_push(&d->pushes);
 	if (slot == NULL)
 		return false;
@@ -56,7 +55,7 @@ void cm_push_pump(struct cm_core *core, struct cm_dest *d)
 	if (s == NULL)
 		return;
 	uint64_t end = d->push_base + d->pushes.n;
-	while (d->push_next < end && (d->push_out == 0 || d->push_out < CM_PUSH_WINDOW)) {
+	while (d->push_next < end && d->push_out < CM_PUSH_WINDOW) {
 		if (cm_session_closing(s)) {
 			push_stop(d);
 			return;
@@ -82,17 +81,10 @@ void cm_push_pump(struct cm_core *core, struct cm_dest *d)
 			    (unsigned long long)n, (int)s->rank);
 			return;
 		}
-		if (!again) {
-			/* Gone out once: from here it is what a delivered
-			 * message is, kept for a re-execution within --log-mem. */
-			e->delivered = true;
-			uint64_t kept = __atomic_add_fetch(&core->delivered_kept, cm_entry_cost(e),
-			                                   __ATOMIC_RELAXED);
-			CM_STAT_ADD(core, msgs_delivered, 1);
-			CM_STAT_SET(core, log_bytes_delivered_kept, kept);
-		} else {
+		if (again)
 			CM_STAT_ADD(core, pushes_resent, 1);
-		}
+		else
+			cm_entry_delivered(core, e);
 		CM_STAT_ADD(core, msgs_pushed, 1);
 		d->push_out += CM_HEADER_SIZE + (uint64_t)e->len;
 		d->push_next = n + 1;

@@ -46,6 +46,15 @@ const struct cm_rec *cm_rec_find(const struct cm_dest *d, uint64_t id)
 	return &d->recs[id - d->recs_base];
 }
 
+void cm_entry_delivered(struct cm_core *core, struct cm_entry *e)
+{
+	e->delivered = true;
+	uint64_t kept =
+	    __atomic_add_fetch(&core->delivered_kept, cm_entry_cost(e), __ATOMIC_RELAXED);
+	CM_STAT_ADD(core, msgs_delivered, 1);
+	CM_STAT_SET(core, log_bytes_delivered_kept, kept);
+}
+
 bool cm_spill_entry(struct cm_core *core, struct cm_entry *e)
 {
 	const struct cm_spill_ops *sp = core->cfg.spill;
