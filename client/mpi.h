@@ -150,6 +150,9 @@ typedef struct MPI_Status {
 #define MPI_ANY_SOURCE (-1)
 #define MPI_ANY_TAG (-1)
 #define MPI_PROC_NULL (-2)
+/* The root argument of the root itself in a collective on an
+ * inter-communicator (its group's other processes pass MPI_PROC_NULL). */
+#define MPI_ROOT (-4)
 #define MPI_UNDEFINED (-32766)
 #define MPI_STATUS_IGNORE ((MPI_Status *)0)
 #define MPI_STATUSES_IGNORE ((MPI_Status *)0)
@@ -322,6 +325,17 @@ int MPI_Comm_free(MPI_Comm *comm);
 int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int *result);
 int MPI_Comm_group(MPI_Comm comm, MPI_Group *group);
 int MPI_Comm_test_inter(MPI_Comm comm, int *flag);
+/* Inter-communicators: two disjoint groups; point-to-point ranks and the
+ * roots of collectives name processes of the other (remote) group.
+ * MPI_Comm_dup, MPI_Comm_free, MPI_Comm_compare, the attribute calls and
+ * every collective but MPI_Scan / MPI_Exscan (and their non-blocking forms)
+ * take them; the other creation calls and the topologies need an
+ * intra-communicator. */
+int MPI_Comm_remote_size(MPI_Comm comm, int *size);
+int MPI_Comm_remote_group(MPI_Comm comm, MPI_Group *group);
+int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm,
+                         int remote_leader, int tag, MPI_Comm *newintercomm);
+int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm);
 int MPI_Comm_set_name(MPI_Comm comm, const char *comm_name);
 int MPI_Comm_get_name(MPI_Comm comm, char *comm_name, int *resultlen);
 int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void *attribute_val, int *flag);

@@ -8,41 +8,57 @@
  * mpi_coll_model.c, the reduction operations in mpi_op.c. */
 #include "mpi_internal.h"
 
+/* One signal: a zero-byte message to `to` and one from `from`, both
+ * posted before either is awaited, so nothing depends on the transport
+ * buffering a send. */
+static int signal_pair(struct cm_mpi_comm *c, int to, int from, int tag)
+{
+	static char token; /* zero-byte messages: any valid address will do */
+	const struct cm_mpi_datatype *byte = cm_mpi_type_get(MPI_BYTE);
+	struct cm_mpi_request *rr, *rs;
+	int rc = cm_mpi_start_recv(c, &token, 0, byte, from, tag, c->ctx_coll, &rr);
+	if (rc)
+		return rc;
+	rc = cm_mpi_start_send(c, &token, 0, byte, to, tag, c->ctx_coll, 0, &rs);
+	if (rc) {
+		cm_mpi_req_detach(rr);
+		return rc;
+	}
+	if (cm_mpi_req_wait(rs) < 0 || cm_mpi_req_wait(rr) < 0) {
+		cm_mpi_req_detach(rs);
+		cm_mpi_req_detach(rr);
+		return MPI_ERR_OTHER;
+	}
+	int send_err = cm_mpi_req_finish(rs, NULL);
+	int recv_err = cm_mpi_req_finish(rr, NULL);
+	return send_err ? send_err : recv_err;
+}
+
 /* Dissemination barrier: in round k every rank signals rank + 2^k and
  * waits for rank - 2^k (mod P). After ceil(log2 P) rounds every rank has
  * heard, directly or transitively, from every other one, whatever P is.
  * The round number is part of the tag so a message can only satisfy its
  * own round; successive barriers reuse the tags safely because messages
  * between one pair of ranks on one (tag, context) are matched in order.
- * Both halves of a round are posted before waiting, so the barrier does not
- * depend on the transport buffering a send. */
+ *
+ * On an inter-communicator: a barrier in each group, its leader's signal
+ * to the other group's leader, and a second barrier in each group; nobody
+ * leaves before every process of both groups has entered. */
 int cm_mpi_barrier(struct cm_mpi_comm *c)
 {
-	static char token; /* zero-byte messages: any valid address will do */
-	const struct cm_mpi_datatype *byte = cm_mpi_type_get(MPI_BYTE);
+	if (c->remote) {
+		int rc = cm_mpi_barrier(c->local);
+		if (!rc && c->local->rank == 0)
+			rc = signal_pair(c, 0, 0, CM_COLL_TAG_BARRIER);
+		return rc ? rc : cm_mpi_barrier(c->local);
+	}
 	int round = 0;
 	for (int dist = 1; dist < c->size; dist <<= 1, round++) {
-		int to = (c->rank + dist) % c->size;
-		int from = (c->rank - dist + c->size) % c->size;
-		int tag = CM_COLL_TAG_BARRIER + round;
-		struct cm_mpi_request *rr, *rs;
-		int rc = cm_mpi_start_recv(c, &token, 0, byte, from, tag, c->ctx_coll, &rr);
+		int rc =
+		    signal_pair(c, (c->rank + dist) % c->size, (c->rank - dist + c->size) % c->size,
+		                CM_COLL_TAG_BARRIER + round);
 		if (rc)
 			return rc;
-		rc = cm_mpi_start_send(c, &token, 0, byte, to, tag, c->ctx_coll, 0, &rs);
-		if (rc) {
-			cm_mpi_req_detach(rr);
-			return rc;
-		}
-		if (cm_mpi_req_wait(rs) < 0 || cm_mpi_req_wait(rr) < 0) {
-			cm_mpi_req_detach(rs);
-			cm_mpi_req_detach(rr);
-			return MPI_ERR_OTHER;
-		}
-		int send_err = cm_mpi_req_finish(rs, NULL);
-		int recv_err = cm_mpi_req_finish(rr, NULL);
-		if (send_err || recv_err)
-			return send_err ? send_err : recv_err;
 	}
 	return MPI_SUCCESS;
 }

@@ -8,7 +8,8 @@
  * latency overlaps the next ones' without flooding the CMs with the whole
  * exchange at once; short blocks are posted before the receives (see
  * cm_coll_send_first). All three calls run the same code on per-peer blocks
- * (count, type, byte offset). */
+ * (count, type, byte offset). On an inter-communicator the steps go round
+ * the larger group, each process exchanging with the other group's. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,10 +26,17 @@ static int alltoallw(struct cm_mpi_comm *c, const void *sendbuf, const struct cm
 {
 	struct cm_coll k;
 	int P = c->size, r = c->rank, rc = MPI_SUCCESS;
+	/* Steps go round M ranks; on an inter-communicator, where step 0 is
+	 * a transfer too, M is the larger group and a step whose peer is past
+	 * the other group has no transfer that way. */
+	int R = cm_mpi_peer_count(c), M = c->remote && R > P ? R : P,
+	    first_step = c->remote ? 0 : 1;
 	char *packed = NULL;
 	size_t *pre = NULL;
 	cm_coll_begin(&k, c, CM_COLL_TAG_ALLTOALL);
-	if (!sendbuf) {
+	if (c->remote) {
+		/* nothing of its own to copy: MPI_IN_PLACE is refused */
+	} else if (!sendbuf) {
 		pre = malloc(((size_t)P + 1) * sizeof *pre);
 		if (!pre)
 			return MPI_ERR_NO_MEM;
@@ -49,20 +57,25 @@ static int alltoallw(struct cm_mpi_comm *c, const void *sendbuf, const struct cm
 		                  AT(recvbuf, rblk[r].off), rblk[r].count, rblk[r].t);
 	}
 	struct cm_mpi_request *reqs[2 * BATCH];
-	for (int first = 1; !rc && first < P; first += BATCH) {
-		int n = 0, last = first + BATCH < P ? first + BATCH : P;
+	for (int first = first_step; !rc && first < M; first += BATCH) {
+		int n = 0, last = first + BATCH < M ? first + BATCH : M;
 		/* short blocks first, then the receives, then the long blocks
 		 * (cm_coll_send_first) */
 		for (int pass = 0; pass < 3; pass++) {
 			for (int s = first; !rc && s < last; s++) {
-				int to = (r + s) % P, from = (r - s + P) % P;
+				int to = (r + s) % M, from = (r - s + M) % M;
+				if (pass == 1) {
+					if (from < R)
+						rc = cm_coll_irecv(&k, AT(recvbuf, rblk[from].off),
+						                   rblk[from].count, rblk[from].t,
+						                   from, 0, &reqs[n++]);
+					continue;
+				}
+				if (to >= R)
+					continue;
 				size_t len = packed ? pre[to + 1] - pre[to]
 				                    : sblk[to].count * sblk[to].t->size;
-				if (pass == 1)
-					rc = cm_coll_irecv(&k, AT(recvbuf, rblk[from].off),
-					                   rblk[from].count, rblk[from].t, from, 0,
-					                   &reqs[n++]);
-				else if (cm_coll_send_first(len) != (pass == 0))
+				if (cm_coll_send_first(len) != (pass == 0))
 					continue;
 				else if (packed)
 					rc = cm_coll_isend_bytes(&k, packed + pre[to], len, to, 0,
@@ -157,7 +170,7 @@ static int fill_side(const struct cm_mpi_comm *c, const void *buf, const int *co
 		return MPI_ERR_BUFFER;
 	if (vector && (!counts || !displs || (bytes && !types)))
 		return MPI_ERR_ARG;
-	for (int i = 0; i < c->size; i++) {
+	for (int i = 0; i < cm_mpi_peer_count(c); i++) {
 		const struct cm_mpi_datatype *t = cm_coll_type(types ? types[i] : type);
 		int n = vector ? counts[i] : count;
 		if (!t)
@@ -197,20 +210,21 @@ static int alltoall_call(struct a2a_side snd, struct a2a_side rcv, MPI_Comm comm
 	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
 	if (!c)
 		return cm_mpi_raise(NULL, MPI_ERR_COMM, func);
-	int P = c->size, vector = kind != A2A_PLAIN, bytes = kind == A2A_W;
+	int P = cm_mpi_peer_count(c), vector = kind != A2A_PLAIN, bytes = kind == A2A_W;
 	struct cm_coll_blk *blk = malloc(2 * (size_t)P * sizeof *blk);
 	if (!blk)
 		return cm_mpi_raise(c, MPI_ERR_NO_MEM, func);
 	struct cm_coll_blk *sblk = blk, *rblk = blk + P;
 	int in_place = snd.buf == MPI_IN_PLACE;
-	int rc = MPI_SUCCESS;
-	if (!in_place)
+	int rc = in_place && c->remote ? MPI_ERR_BUFFER : MPI_SUCCESS;
+	if (!rc && !in_place)
 		rc = fill_side(c, snd.buf, snd.counts, snd.displs, snd.count, snd.type, snd.types,
 		               vector, bytes, sblk);
 	if (!rc)
 		rc = fill_side(c, rcv.buf, rcv.counts, rcv.displs, rcv.count, rcv.type, rcv.types,
 		               vector, bytes, rblk);
-	if (!rc && kind == A2A_PLAIN && cm_coll_alltoall_bruck(c, rblk[0].count * rblk[0].t->size))
+	if (!rc && kind == A2A_PLAIN && !c->remote &&
+	    cm_coll_alltoall_bruck(c, rblk[0].count * rblk[0].t->size))
 		rc = alltoall_bruck(c, in_place ? NULL : snd.buf, sblk, (void *)rcv.buf, rblk);
 	else if (!rc)
 		rc = alltoallw(c, in_place ? NULL : snd.buf, sblk, (void *)rcv.buf, rblk);

@@ -1,6 +1,7 @@
 /* MPI_Bcast: the root sending to all for short messages on 3 ranks, a
  * binomial tree for short messages, a segmented pipeline along a chain for
- * long ones (the cost model in mpi_coll_model.c picks). */
+ * long ones (the cost model in mpi_coll_model.c picks); on an
+ * inter-communicator, through the receiving group's leader. */
 #include <stdlib.h>
 
 #include "mpi_coll_internal.h"
@@ -149,6 +150,19 @@ int cm_coll_bcast(struct cm_mpi_comm *c, void *buf, size_t count, const struct c
 	return rc;
 }
 
+/* On an inter-communicator: the root sends to the other group's leader,
+ * which broadcasts over its group. */
+static int bcast_inter(struct cm_mpi_comm *c, void *buf, size_t count,
+                       const struct cm_mpi_datatype *t, int root)
+{
+	struct cm_coll k;
+	cm_coll_begin(&k, c, CM_COLL_TAG_BCAST);
+	if (root == MPI_ROOT)
+		return cm_coll_send(&k, buf, count, t, 0, 0);
+	int rc = c->local->rank == 0 ? cm_coll_recv(&k, buf, count, t, root, 0) : MPI_SUCCESS;
+	return rc ? rc : cm_coll_bcast(c->local, buf, count, t, 0);
+}
+
 int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
 	const struct cm_mpi_datatype *t;
@@ -156,12 +170,16 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
 	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
 	if (!c)
 		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Bcast");
-	int rc = cm_coll_check_buf(buffer, count, datatype, &t);
+	int rc = cm_coll_check_root(c, root);
+	if (!rc && root == MPI_PROC_NULL)
+		return MPI_SUCCESS; /* inter-communicator: the root's group, not the root */
+	if (!rc)
+		rc = cm_coll_check_buf(buffer, count, datatype, &t);
 	if (!rc && buffer == MPI_IN_PLACE)
 		rc = MPI_ERR_BUFFER;
-	if (!rc)
-		rc = cm_coll_check_root(c, root);
-	if (!rc)
+	if (!rc && c->remote)
+		rc = bcast_inter(c, buffer, (size_t)count, t, root);
+	else if (!rc)
 		rc = cm_coll_bcast(c, buffer, (size_t)count, t, root);
 	return cm_mpi_raise(c, rc, "MPI_Bcast");
 }

@@ -5,7 +5,10 @@
  * CM: a tree would forward the blocks of a subtree several times, the flat
  * scheme moves each block once. Allgather: Bruck (ceil(log2 P) rounds, any
  * P) or a ring (P - 1 rounds with neighbours only, no extra copy), both
- * moving each block P - 1 times, the least possible; the cost model picks. */
+ * moving each block P - 1 times, the least possible; the cost model picks.
+ * On an inter-communicator the root exchanges with every process of the
+ * other group, and in Allgather every process with every process of the
+ * other group. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,26 +18,29 @@
 
 /* ---- the algorithms (arguments validated) ---- */
 
-/* sendbuf NULL: MPI_IN_PLACE at the root. rblk: root only. */
+/* sendbuf NULL: MPI_IN_PLACE at the root. rblk: root only, one block per
+ * process the root addresses (on an inter-communicator, the other group;
+ * the root, then, has no block of its own). root: MPI_ROOT at the root of
+ * an inter-communicator; MPI_PROC_NULL does not reach here. */
 static int gatherv(struct cm_mpi_comm *c, const void *sendbuf, size_t scount,
                    const struct cm_mpi_datatype *stype, void *recvbuf,
                    const struct cm_coll_blk *rblk, int root)
 {
 	struct cm_coll k;
-	int P = c->size, rc = MPI_SUCCESS;
+	int P = cm_mpi_peer_count(c), self = c->remote ? -1 : root, rc = MPI_SUCCESS;
 	cm_coll_begin(&k, c, CM_COLL_TAG_GATHER);
-	if (c->rank != root)
+	if (!cm_coll_is_root(c, root))
 		return cm_coll_send(&k, sendbuf, scount, stype, root, 0);
 	struct cm_mpi_request **reqs = calloc((size_t)P, sizeof *reqs);
 	if (!reqs)
 		return MPI_ERR_NO_MEM;
 	for (int i = 0; !rc && i < P; i++)
-		if (i != root)
+		if (i != self)
 			rc = cm_coll_irecv(&k, AT(recvbuf, rblk[i].off), rblk[i].count, rblk[i].t,
 			                   i, 0, &reqs[i]);
-	if (!rc && sendbuf)
-		rc = cm_coll_copy(sendbuf, scount, stype, AT(recvbuf, rblk[root].off),
-		                  rblk[root].count, rblk[root].t);
+	if (!rc && sendbuf && self >= 0)
+		rc = cm_coll_copy(sendbuf, scount, stype, AT(recvbuf, rblk[self].off),
+		                  rblk[self].count, rblk[self].t);
 	if (rc)
 		cm_coll_abandon(&k, reqs, P);
 	else
@@ -48,19 +54,19 @@ int cm_coll_scatterv(struct cm_mpi_comm *c, const void *sendbuf, const struct cm
                      int tag)
 {
 	struct cm_coll k;
-	int P = c->size, rc = MPI_SUCCESS;
+	int P = cm_mpi_peer_count(c), self = c->remote ? -1 : root, rc = MPI_SUCCESS;
 	cm_coll_begin(&k, c, tag);
-	if (c->rank != root)
+	if (!cm_coll_is_root(c, root))
 		return cm_coll_recv(&k, recvbuf, rcount, rtype, root, 0);
 	struct cm_mpi_request **reqs = calloc((size_t)P, sizeof *reqs);
 	if (!reqs)
 		return MPI_ERR_NO_MEM;
 	for (int i = 0; !rc && i < P; i++)
-		if (i != root)
+		if (i != self)
 			rc = cm_coll_isend(&k, AT(sendbuf, sblk[i].off), sblk[i].count, sblk[i].t,
 			                   i, 0, &reqs[i]);
-	if (!rc && recvbuf)
-		rc = cm_coll_copy(AT(sendbuf, sblk[root].off), sblk[root].count, sblk[root].t,
+	if (!rc && recvbuf && self >= 0)
+		rc = cm_coll_copy(AT(sendbuf, sblk[self].off), sblk[self].count, sblk[self].t,
 		                  recvbuf, rcount, rtype);
 	if (rc)
 		cm_coll_abandon(&k, reqs, P);
@@ -169,6 +175,33 @@ static int allgatherv(struct cm_mpi_comm *c, const void *sendbuf, size_t scount,
 	return rc;
 }
 
+/* On an inter-communicator: every process sends its block to every
+ * process of the other group and receives theirs, all at once, so each
+ * block crosses the network once per receiver and no process relays. */
+static int allgather_inter(struct cm_mpi_comm *c, const void *sendbuf, size_t scount,
+                           const struct cm_mpi_datatype *stype, void *recvbuf,
+                           const struct cm_coll_blk *rblk)
+{
+	struct cm_coll k;
+	int R = c->remote->size, rc = MPI_SUCCESS;
+	cm_coll_begin(&k, c, CM_COLL_TAG_ALLGATHER);
+	struct cm_mpi_request **reqs = calloc(2 * (size_t)R, sizeof *reqs);
+	if (!reqs)
+		return MPI_ERR_NO_MEM;
+	for (int i = 0; !rc && i < R; i++) {
+		rc = cm_coll_irecv(&k, AT(recvbuf, rblk[i].off), rblk[i].count, rblk[i].t, i, 0,
+		                   &reqs[2 * i]);
+		if (!rc)
+			rc = cm_coll_isend(&k, sendbuf, scount, stype, i, 0, &reqs[2 * i + 1]);
+	}
+	if (rc)
+		cm_coll_abandon(&k, reqs, 2 * R);
+	else
+		rc = cm_coll_waitall(&k, reqs, 2 * R);
+	free(reqs);
+	return rc;
+}
+
 /* ---- argument checks ---- */
 
 /* The send side of a call (where it is significant). in_place_ok: this
@@ -190,8 +223,8 @@ static int check_recv_side(const void *recvbuf, int recvcount, MPI_Datatype recv
 	return cm_coll_check_buf(recvbuf, recvcount, recvtype, rt);
 }
 
-/* The v-side: counts and displacements (displs NULL: every block count
- * items, back to back) for every rank. */
+/* The v-side: counts and displacements for every process c addresses
+ * (the other group of an inter-communicator). */
 static int check_v_side(const struct cm_mpi_comm *c, const void *buf, const int *counts,
                         const int *displs, MPI_Datatype type, const struct cm_mpi_datatype **t)
 {
@@ -200,9 +233,10 @@ static int check_v_side(const struct cm_mpi_comm *c, const void *buf, const int 
 	*t = cm_coll_type(type);
 	if (!*t)
 		return MPI_ERR_TYPE;
-	int rc = cm_coll_check_counts(c, counts, *t);
+	int n = cm_mpi_peer_count(c);
+	int rc = cm_coll_check_counts(n, counts, *t);
 	if (!rc)
-		rc = cm_coll_check_vbuf(c, counts, buf, *t);
+		rc = cm_coll_check_vbuf(n, counts, buf, *t);
 	if (!rc && !displs)
 		rc = MPI_ERR_ARG;
 	return rc;
@@ -237,15 +271,19 @@ static int gather_call(const void *sendbuf, int sendcount, MPI_Datatype sendtype
 	if (!c)
 		return cm_mpi_raise(NULL, MPI_ERR_COMM, func);
 	int rc = cm_coll_check_root(c, root);
-	int is_root = !rc && c->rank == root;
-	if (!rc)
-		rc = check_send_side(sendbuf, sendcount, sendtype, is_root, &st);
+	if (!rc && root == MPI_PROC_NULL)
+		return MPI_SUCCESS; /* inter-communicator: the root's group, not the root */
+	int is_root = !rc && cm_coll_is_root(c, root);
+	/* The root of an inter-communicator only receives. */
+	if (!rc && !(c->remote && is_root))
+		rc = check_send_side(sendbuf, sendcount, sendtype, is_root && !c->remote, &st);
 	if (!rc && is_root && vector)
 		rc = check_v_side(c, recvbuf, recvcounts, displs, recvtype, &rt);
 	else if (!rc && is_root)
 		rc = check_recv_side(recvbuf, recvcount, recvtype, &rt);
 	if (!rc && is_root) {
-		rblk = make_blocks(c->size, rt, vector ? recvcounts : NULL, displs, recvcount);
+		rblk = make_blocks(cm_mpi_peer_count(c), rt, vector ? recvcounts : NULL, displs,
+		                   recvcount);
 		if (!rblk)
 			rc = MPI_ERR_NO_MEM;
 	}
@@ -285,18 +323,23 @@ static int scatter_call(const void *sendbuf, const int *sendcounts, const int *d
 	if (!c)
 		return cm_mpi_raise(NULL, MPI_ERR_COMM, func);
 	int rc = cm_coll_check_root(c, root);
-	int is_root = !rc && c->rank == root;
-	int in_place = is_root && recvbuf == MPI_IN_PLACE;
+	if (!rc && root == MPI_PROC_NULL)
+		return MPI_SUCCESS; /* inter-communicator: the root's group, not the root */
+	int is_root = !rc && cm_coll_is_root(c, root);
+	/* The root of an inter-communicator only sends. */
+	int receives = !(c->remote && is_root);
+	int in_place = is_root && !c->remote && recvbuf == MPI_IN_PLACE;
 	if (!rc && is_root && vector) {
 		rc = check_v_side(c, sendbuf, sendcounts, displs, sendtype, &st);
 	} else if (!rc && is_root) {
 		rc = sendbuf == MPI_IN_PLACE ? MPI_ERR_BUFFER
 		                             : cm_coll_check_buf(sendbuf, sendcount, sendtype, &st);
 	}
-	if (!rc && !in_place)
+	if (!rc && receives && !in_place)
 		rc = check_recv_side(recvbuf, recvcount, recvtype, &rt);
 	if (!rc && is_root) {
-		sblk = make_blocks(c->size, st, vector ? sendcounts : NULL, displs, sendcount);
+		sblk = make_blocks(cm_mpi_peer_count(c), st, vector ? sendcounts : NULL, displs,
+		                   sendcount);
 		if (!sblk)
 			rc = MPI_ERR_NO_MEM;
 	}
@@ -334,17 +377,20 @@ static int allgather_call(const void *sendbuf, int sendcount, MPI_Datatype sendt
 	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
 	if (!c)
 		return cm_mpi_raise(NULL, MPI_ERR_COMM, func);
-	int rc = check_send_side(sendbuf, sendcount, sendtype, 1, &st);
+	int rc = check_send_side(sendbuf, sendcount, sendtype, !c->remote, &st);
 	if (!rc && vector)
 		rc = check_v_side(c, recvbuf, recvcounts, displs, recvtype, &rt);
 	else if (!rc)
 		rc = check_recv_side(recvbuf, recvcount, recvtype, &rt);
 	if (!rc) {
-		rblk = make_blocks(c->size, rt, vector ? recvcounts : NULL, displs, recvcount);
+		rblk = make_blocks(cm_mpi_peer_count(c), rt, vector ? recvcounts : NULL, displs,
+		                   recvcount);
 		if (!rblk)
 			rc = MPI_ERR_NO_MEM;
 	}
-	if (!rc)
+	if (!rc && c->remote)
+		rc = allgather_inter(c, sendbuf, (size_t)sendcount, st, recvbuf, rblk);
+	else if (!rc)
 		rc = allgatherv(c, sendbuf == MPI_IN_PLACE ? NULL : sendbuf, (size_t)sendcount, st,
 		                recvbuf, rblk);
 	free(rblk);

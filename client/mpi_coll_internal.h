@@ -156,13 +156,20 @@ CM_HIDDEN int cm_coll_buf_ok(const void *buf, size_t count, const struct cm_mpi_
  * caller's. */
 CM_HIDDEN int cm_coll_check_buf(const void *buf, int count, MPI_Datatype type,
                                 const struct cm_mpi_datatype **t);
+/* A rank of c, or on an inter-communicator a rank of the remote group,
+ * MPI_ROOT or MPI_PROC_NULL. */
 CM_HIDDEN int cm_coll_check_root(const struct cm_mpi_comm *c, int root);
-/* counts: one per rank of c (NULL: MPI_ERR_ARG), none negative, each
- * fitting a message. */
-CM_HIDDEN int cm_coll_check_counts(const struct cm_mpi_comm *c, const int *counts,
-                                   const struct cm_mpi_datatype *t);
-/* MPI_ERR_BUFFER unless buf can hold every block (cm_coll_buf_ok). */
-CM_HIDDEN int cm_coll_check_vbuf(const struct cm_mpi_comm *c, const int *counts, const void *buf,
+/* Whether this process is the root: its rank, or MPI_ROOT on an
+ * inter-communicator. */
+static inline int cm_coll_is_root(const struct cm_mpi_comm *c, int root)
+{
+	return c->remote ? root == MPI_ROOT : c->rank == root;
+}
+/* counts: n of them (NULL: MPI_ERR_ARG), none negative, each fitting a
+ * message. */
+CM_HIDDEN int cm_coll_check_counts(int n, const int *counts, const struct cm_mpi_datatype *t);
+/* MPI_ERR_BUFFER unless buf can hold each of the n blocks (cm_coll_buf_ok). */
+CM_HIDDEN int cm_coll_check_vbuf(int n, const int *counts, const void *buf,
                                  const struct cm_mpi_datatype *t);
 /* The data of one transfer must fit a message. */
 CM_HIDDEN int cm_coll_check_bytes(size_t count, const struct cm_mpi_datatype *t);
@@ -225,7 +232,9 @@ CM_HIDDEN int cm_coll_bcast(struct cm_mpi_comm *c, void *buf, size_t count,
 CM_HIDDEN int cm_coll_reduce(struct cm_mpi_comm *c, const void *sendbuf, void *recvbuf,
                              size_t count, const struct cm_mpi_datatype *t,
                              const struct cm_mpi_op *op, int root, int tag);
-/* sblk: root only. recvbuf NULL at the root: MPI_IN_PLACE. */
+/* sblk: root only, one block per process the root addresses (the other
+ * group of an inter-communicator, whose root is MPI_ROOT). recvbuf NULL at
+ * the root: MPI_IN_PLACE. */
 CM_HIDDEN int cm_coll_scatterv(struct cm_mpi_comm *c, const void *sendbuf,
                                const struct cm_coll_blk *sblk, void *recvbuf, size_t rcount,
                                const struct cm_mpi_datatype *rtype, int root, int tag);

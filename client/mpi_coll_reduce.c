@@ -1,4 +1,5 @@
-/* Reductions: Reduce, Allreduce, Reduce_scatter, Reduce_scatter_block.
+/* Reductions: Reduce, Allreduce, Reduce_scatter, Reduce_scatter_block,
+ * on intra- and inter-communicators.
  *
  * Work buffers hold items in the user's memory layout of the datatype, as
  * user functions expect them. Every combination is written in = in op inout
@@ -374,6 +375,88 @@ int cm_coll_reduce(struct cm_mpi_comm *c, const void *sendbuf, void *recvbuf, si
 	}
 }
 
+/* ---- on an inter-communicator ----
+ *
+ * Each group reduces its own data to its leader over its local
+ * intra-communicator (the algorithms above, so in rank order); the other
+ * group gets that result: its root (Reduce), every process through a
+ * broadcast (Allreduce), or its blocks scattered (Reduce_scatter). */
+
+/* The group's reduction of count items of input, at its leader in a new
+ * work buffer (*block to free, *acc the items); *block NULL elsewhere. */
+static int reduce_to_leader(struct cm_coll *k, const void *input, size_t count,
+                            const struct cm_mpi_datatype *t, const struct cm_mpi_op *op, int tag,
+                            void **block, char **acc)
+{
+	struct cm_mpi_comm *l = k->c->local;
+	*block = NULL;
+	*acc = NULL;
+	if (l->rank == 0 && !(*block = cm_coll_alloc_typed(t, count, acc)))
+		return MPI_ERR_NO_MEM;
+	return cm_coll_reduce(l, input, *acc, count, t, op, 0, tag);
+}
+
+static int reduce_inter(struct cm_mpi_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                        const struct cm_mpi_datatype *t, const struct cm_mpi_op *op, int root)
+{
+	struct cm_coll k;
+	cm_coll_begin(&k, c, CM_COLL_TAG_REDUCE);
+	if (root == MPI_ROOT)
+		return cm_coll_recv(&k, recvbuf, count, t, 0, 0);
+	void *block;
+	char *acc;
+	int rc = reduce_to_leader(&k, sendbuf, count, t, op, CM_COLL_TAG_REDUCE, &block, &acc);
+	if (!rc && block)
+		rc = cm_coll_send(&k, acc, count, t, root, 0);
+	cm_coll_free(&k, block);
+	return rc;
+}
+
+static int allreduce_inter(struct cm_mpi_comm *c, const void *sendbuf, void *recvbuf, size_t count,
+                           const struct cm_mpi_datatype *t, const struct cm_mpi_op *op)
+{
+	struct cm_coll k;
+	cm_coll_begin(&k, c, CM_COLL_TAG_ALLREDUCE);
+	void *block;
+	char *acc;
+	int rc = reduce_to_leader(&k, sendbuf, count, t, op, CM_COLL_TAG_ALLREDUCE, &block, &acc);
+	if (!rc && block)
+		rc = cm_coll_sendrecv(&k, acc, count, t, 0, recvbuf, count, t, 0, 0);
+	cm_coll_free(&k, block);
+	return rc ? rc : cm_coll_bcast(c->local, recvbuf, count, t, 0);
+}
+
+/* cnt, off: the blocks of this group's processes (their total is the
+ * other group's too, as the standard requires). */
+static int reduce_scatter_inter(struct cm_mpi_comm *c, const void *input, void *recvbuf,
+                                const size_t *cnt, const size_t *off, size_t total,
+                                const struct cm_mpi_datatype *t, const struct cm_mpi_op *op)
+{
+	struct cm_coll k;
+	struct cm_mpi_comm *l = c->local;
+	cm_coll_begin(&k, c, CM_COLL_TAG_REDUCE_SCATTER);
+	struct cm_coll_blk *blk = malloc((size_t)l->size * sizeof *blk);
+	void *block = NULL, *other_block = NULL;
+	char *acc, *other = NULL;
+	int rc = blk ? reduce_to_leader(&k, input, total, t, op, CM_COLL_TAG_REDUCE_SCATTER, &block,
+	                                &acc)
+	             : MPI_ERR_NO_MEM;
+	if (!rc && block) {
+		other_block = cm_coll_alloc_typed(t, total, &other);
+		rc = other_block ? cm_coll_sendrecv(&k, acc, total, t, 0, other, total, t, 0, 0)
+		                 : MPI_ERR_NO_MEM;
+	}
+	for (int i = 0; !rc && i < l->size; i++)
+		blk[i] = (struct cm_coll_blk){t, cnt[i], cm_coll_offset(t, (long long)off[i])};
+	if (!rc)
+		rc = cm_coll_scatterv(l, other, blk, recvbuf, cnt[l->rank], t, 0,
+		                      CM_COLL_TAG_REDUCE_SCATTER + 0x20);
+	cm_coll_free(&k, block);
+	cm_coll_free(&k, other_block);
+	free(blk);
+	return rc;
+}
+
 int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                int root, MPI_Comm comm)
 {
@@ -384,7 +467,19 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datat
 	if (!c)
 		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Reduce");
 	int rc = cm_coll_check_root(c, root);
-	int is_root = c->rank == root;
+	if (!rc && root == MPI_PROC_NULL)
+		return MPI_SUCCESS; /* inter-communicator: the root's group, not the root */
+	int is_root = cm_coll_is_root(c, root);
+	if (!rc && c->remote) {
+		/* The root only receives, the other group only sends. */
+		const void *buf = is_root ? recvbuf : sendbuf;
+		rc = cm_coll_check_reduction(buf, NULL, count, datatype, op, 0, &t, &o);
+		if (!rc && buf == MPI_IN_PLACE)
+			rc = MPI_ERR_BUFFER;
+		if (!rc)
+			rc = reduce_inter(c, sendbuf, recvbuf, (size_t)count, t, o, root);
+		return cm_mpi_raise(c, rc, "MPI_Reduce");
+	}
 	if (!rc)
 		rc =
 		    cm_coll_check_reduction(sendbuf, recvbuf, count, datatype, op, is_root, &t, &o);
@@ -503,6 +598,10 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
 	int in_place = sendbuf == MPI_IN_PLACE;
 	const void *input = in_place ? recvbuf : sendbuf;
 	size_t n = (size_t)count;
+	if (c->remote)
+		return cm_mpi_raise(
+		    c, in_place ? MPI_ERR_BUFFER : allreduce_inter(c, input, recvbuf, n, t, o),
+		    "MPI_Allreduce");
 	cm_coll_begin(&k, c, CM_COLL_TAG_ALLREDUCE);
 	if (c->size == 1 || count == 0)
 		rc = cm_coll_copy_typed(t, n, input, recvbuf);
@@ -593,7 +692,7 @@ static int reduce_scatter_call(const void *sendbuf, void *recvbuf, const int *co
 		if (!(t = cm_coll_type(datatype)))
 			rc = MPI_ERR_TYPE;
 		else
-			rc = cm_coll_check_counts(c, counts, t);
+			rc = cm_coll_check_counts(P, counts, t);
 	} else if (block < 0) {
 		rc = MPI_ERR_COUNT;
 	}
@@ -619,7 +718,11 @@ static int reduce_scatter_call(const void *sendbuf, void *recvbuf, const int *co
 			rc = MPI_ERR_BUFFER;
 		if (!rc && !in_place && total > 0 && sendbuf == recvbuf)
 			rc = MPI_ERR_BUFFER;
-		if (!rc)
+		if (!rc && c->remote)
+			rc = in_place
+			         ? MPI_ERR_BUFFER
+			         : reduce_scatter_inter(c, input, recvbuf, cnt, off, total, t, o);
+		else if (!rc)
 			rc = reduce_scatter(c, input, recvbuf, cnt, off, total, t, o);
 	}
 	free(cnt);

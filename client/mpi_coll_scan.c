@@ -109,8 +109,8 @@ static int scan_call(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
 	struct cm_coll k;
 	CM_MPI_REQUIRE_INIT(func);
 	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
-	if (!c)
-		return cm_mpi_raise(NULL, MPI_ERR_COMM, func);
+	if (!c || c->remote) /* a prefix needs one order of all processes */
+		return cm_mpi_raise(c, MPI_ERR_COMM, func);
 	int rc = cm_coll_check_reduction(sendbuf, recvbuf, count, datatype, op, 1, &t, &o);
 	if (rc)
 		return cm_mpi_raise(c, rc, func);

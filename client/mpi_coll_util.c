@@ -234,15 +234,16 @@ int cm_coll_check_buf(const void *buf, int count, MPI_Datatype type,
 
 int cm_coll_check_root(const struct cm_mpi_comm *c, int root)
 {
-	return root < 0 || root >= c->size ? MPI_ERR_ROOT : MPI_SUCCESS;
+	if (c->remote && (root == MPI_ROOT || root == MPI_PROC_NULL))
+		return MPI_SUCCESS;
+	return root < 0 || root >= cm_mpi_peer_count(c) ? MPI_ERR_ROOT : MPI_SUCCESS;
 }
 
-int cm_coll_check_counts(const struct cm_mpi_comm *c, const int *counts,
-                         const struct cm_mpi_datatype *t)
+int cm_coll_check_counts(int n, const int *counts, const struct cm_mpi_datatype *t)
 {
 	if (!counts)
 		return MPI_ERR_ARG;
-	for (int i = 0; i < c->size; i++) {
+	for (int i = 0; i < n; i++) {
 		if (counts[i] < 0)
 			return MPI_ERR_COUNT;
 		int rc = cm_coll_check_bytes((size_t)counts[i], t);
@@ -252,10 +253,9 @@ int cm_coll_check_counts(const struct cm_mpi_comm *c, const int *counts,
 	return MPI_SUCCESS;
 }
 
-int cm_coll_check_vbuf(const struct cm_mpi_comm *c, const int *counts, const void *buf,
-                       const struct cm_mpi_datatype *t)
+int cm_coll_check_vbuf(int n, const int *counts, const void *buf, const struct cm_mpi_datatype *t)
 {
-	for (int i = 0; i < c->size; i++)
+	for (int i = 0; i < n; i++)
 		if (!cm_coll_buf_ok(buf, (size_t)counts[i], t))
 			return MPI_ERR_BUFFER;
 	return MPI_SUCCESS;

@@ -177,6 +177,12 @@ int cm_mpi_comm_rank_of(const struct cm_mpi_comm *c, int world_rank)
 	return cm_mpi_group_rank_of(c->group, world_rank);
 }
 
+int cm_mpi_peer_rank_of(const struct cm_mpi_comm *c, int world_rank)
+{
+	return c->remote ? cm_mpi_group_rank_of(c->remote, world_rank)
+	                 : cm_mpi_comm_rank_of(c, world_rank);
+}
+
 /* ---- created communicators ---- */
 
 struct cm_mpi_comm *cm_mpi_comm_new(struct cm_mpi_group *g, int rank, uint32_t ctx_pair,
@@ -215,6 +221,10 @@ void cm_mpi_comm_unref(struct cm_mpi_comm *c)
 	if (--c->refs > 0 || c->predefined)
 		return;
 	cm_mpi_group_unref(c->group);
+	if (c->remote)
+		cm_mpi_group_unref(c->remote);
+	if (c->local)
+		cm_mpi_comm_drop_handle(c->local);
 	free(c->topo);
 	free(c);
 }
@@ -279,6 +289,18 @@ int MPI_Comm_size(MPI_Comm comm, int *size)
 	if (!size)
 		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_size");
 	*size = c->size;
+	return MPI_SUCCESS;
+}
+
+int MPI_Comm_remote_size(MPI_Comm comm, int *size)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_remote_size");
+	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
+	if (!c || !c->remote)
+		return cm_mpi_raise(c, MPI_ERR_COMM, "MPI_Comm_remote_size");
+	if (!size)
+		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_remote_size");
+	*size = c->remote->size;
 	return MPI_SUCCESS;
 }
 

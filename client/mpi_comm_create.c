@@ -43,6 +43,41 @@
 
 /* ---- the exchange ---- */
 
+/* One step of an exchange: n_out ints to process `to` of c and n_in ints
+ * from process `from`, on context ctx with tag, both posted before either
+ * is awaited. A message of another length is MPI_ERR_INTERN: the peer is
+ * in another call, a broken program. On an error that leaves the receive
+ * in flight (*in_flight set), `in` may still be written: the caller must
+ * not free it. */
+static int swap_ints(struct cm_mpi_comm *c, const int *out, int n_out, int to, int *in, int n_in,
+                     int from, int tag, uint32_t ctx, int *in_flight)
+{
+	*in_flight = 0;
+	const struct cm_mpi_datatype *ints = cm_mpi_type_get(MPI_INT);
+	struct cm_mpi_request *rr, *rs;
+	int rc = cm_mpi_start_recv(c, in, n_in, ints, from, tag, ctx, &rr);
+	if (rc)
+		return rc;
+	rc = cm_mpi_start_send(c, out, n_out, ints, to, tag, ctx, 0, &rs);
+	if (rc) {
+		cm_mpi_req_detach(rr);
+		*in_flight = 1;
+		return rc;
+	}
+	if (cm_mpi_req_wait(rs) < 0 || cm_mpi_req_wait(rr) < 0) {
+		cm_mpi_req_detach(rs);
+		cm_mpi_req_detach(rr);
+		*in_flight = 1;
+		return MPI_ERR_OTHER;
+	}
+	MPI_Status st;
+	int send_err = cm_mpi_req_finish(rs, NULL);
+	int recv_err = cm_mpi_req_finish(rr, &st);
+	if (!send_err && !recv_err && st.cm_bytes != (MPI_Count)((size_t)n_in * sizeof(int)))
+		recv_err = MPI_ERR_INTERN;
+	return send_err ? send_err : recv_err;
+}
+
 /* Bruck's allgather among P members of c, member i being c's rank
  * rank_of[i] (NULL: c's ranks themselves), me the caller's index: in
  * round k every member sends the blocks it holds (its own, then those of
@@ -54,7 +89,6 @@
 static int allgather_among(struct cm_mpi_comm *c, int P, int me, const int *rank_of,
                            const int *mine, int n, int *all)
 {
-	const struct cm_mpi_datatype *ints = cm_mpi_type_get(MPI_INT);
 	int *held = malloc((size_t)P * (size_t)n * sizeof *held);
 	if (!held)
 		return MPI_ERR_NO_MEM;
@@ -67,34 +101,13 @@ static int allgather_among(struct cm_mpi_comm *c, int P, int me, const int *rank
 			to = rank_of[to];
 			from = rank_of[from];
 		}
-		int tag = CM_COMM_TAG_EXCHANGE + round;
-		struct cm_mpi_request *rr, *rs;
-		int rc = cm_mpi_start_recv(c, held + (size_t)have * (size_t)n, m * n, ints, from,
-		                           tag, c->ctx_coll, &rr);
+		int in_flight;
+		int rc = swap_ints(c, held, m * n, to, held + (size_t)have * (size_t)n, m * n, from,
+		                   CM_COMM_TAG_EXCHANGE + round, c->ctx_coll, &in_flight);
 		if (rc) {
-			free(held);
+			if (!in_flight)
+				free(held); /* else it leaks: the receive may still write it */
 			return rc;
-		}
-		rc = cm_mpi_start_send(c, held, m * n, ints, to, tag, c->ctx_coll, 0, &rs);
-		if (rc) {
-			cm_mpi_req_detach(rr);
-			return rc; /* held leaks: the pending receive may still write it */
-		}
-		if (cm_mpi_req_wait(rs) < 0 || cm_mpi_req_wait(rr) < 0) {
-			cm_mpi_req_detach(rs);
-			cm_mpi_req_detach(rr);
-			return MPI_ERR_OTHER;
-		}
-		MPI_Status st;
-		int send_err = cm_mpi_req_finish(rs, NULL);
-		int recv_err = cm_mpi_req_finish(rr, &st);
-		if (!send_err && !recv_err &&
-		    st.cm_bytes != (MPI_Count)((size_t)m * (size_t)n * sizeof(int)))
-			recv_err =
-			    MPI_ERR_INTERN; /* the peer is in another call: a broken program */
-		if (send_err || recv_err) {
-			free(held);
-			return send_err ? send_err : recv_err;
 		}
 		have += m;
 	}
@@ -132,6 +145,105 @@ static int next_pair(int *out)
 	return MPI_SUCCESS;
 }
 
+/* ---- agreement across two groups ----
+ *
+ * An inter-communicator's context pair is agreed by both groups: each
+ * group finds the largest of its members' lowest unused pairs (the
+ * exchange above, over its own intra-communicator), the two leaders swap
+ * theirs, and each broadcasts the larger to its group. Every member of
+ * both groups then claims it and the next one: pair + 1 is the context
+ * pair of each group's local intra-communicator, on which the
+ * inter-communicator's collectives run (the two groups are disjoint, so
+ * they can share it, as the parts of one split do). Like the other
+ * creation calls, the agreement is ordinary logged messages. */
+
+/* What a leader broadcasts to its group: a status (an error found by the
+ * leader, which every member then returns), the pair, then what the other
+ * leader sent. */
+enum { AGREE_STATUS, AGREE_PAIR, AGREE_WORDS };
+
+/* local: the group's intra-communicator, leader its leader's rank there.
+ * The leader swaps [its group's largest pair, words[0..n-1]] with process
+ * peer of x, on context ctx with tag; fail (at the leader): an error found
+ * in its arguments, broadcast instead of swapping. Every member gets the
+ * other leader's words in theirs and the agreed pair in *pair (not
+ * claimed). */
+static int agree_across(struct cm_mpi_comm *local, int leader, struct cm_mpi_comm *x, int peer,
+                        uint32_t ctx, int tag, int fail, const int *words, int n, int *theirs,
+                        uint32_t *pair)
+{
+	int *all = malloc((size_t)local->size * sizeof *all);
+	int *out = malloc(((size_t)n + 1) * sizeof *out);
+	int *got = malloc(((size_t)n + AGREE_WORDS) * sizeof *got);
+	int mine, rc = all && out && got ? next_pair(&mine) : MPI_ERR_NO_MEM;
+	if (!rc)
+		rc = cm_mpi_comm_allgather_ints(local, &mine, 1, all);
+	if (!rc && local->rank == leader) {
+		got[AGREE_STATUS] = fail;
+		out[0] = 0;
+		for (int r = 0; r < local->size; r++)
+			if (all[r] > out[0])
+				out[0] = all[r];
+		if (n)
+			memcpy(out + 1, words, (size_t)n * sizeof *out);
+		if (!fail) {
+			int in_flight;
+			got[AGREE_STATUS] = swap_ints(x, out, n + 1, peer, got + AGREE_PAIR, n + 1,
+			                              peer, tag, ctx, &in_flight);
+			if (in_flight)
+				return got[AGREE_STATUS]; /* got leaks: it may still be written */
+		}
+		if (!got[AGREE_STATUS]) {
+			if (got[AGREE_PAIR] < out[0])
+				got[AGREE_PAIR] = out[0];
+			/* pair + 1 must stay below MPI_Comm_idup's range as well. */
+			if (got[AGREE_PAIR] < 0 ||
+			    (uint32_t)got[AGREE_PAIR] + 1 >= CM_CTX_PAIR_IDUP_FIRST)
+				got[AGREE_STATUS] = MPI_ERR_INTERN;
+		}
+	}
+	if (!rc)
+		rc = cm_coll_bcast(local, got, (size_t)n + AGREE_WORDS, cm_mpi_type_get(MPI_INT),
+		                   leader);
+	if (!rc)
+		rc = got[AGREE_STATUS];
+	if (!rc) {
+		*pair = (uint32_t)got[AGREE_PAIR];
+		if (n)
+			memcpy(theirs, got + AGREE_WORDS, (size_t)n * sizeof *theirs);
+	}
+	free(all);
+	free(out);
+	free(got);
+	return rc;
+}
+
+/* The inter-communicator between local group g (this process's rank in
+ * it: rank) and remote group rg on the agreed pair, with its local
+ * intra-communicator on pair + 1; both pairs are claimed. g is borrowed,
+ * rg's reference taken over. */
+static int inter_new(struct cm_mpi_group *g, int rank, struct cm_mpi_group *rg, uint32_t pair,
+                     MPI_Errhandler eh, struct cm_mpi_comm **out)
+{
+	cm_mpi_ctx_pair_claim(pair + 1);
+	cm_mpi_group_ref(g);
+	struct cm_mpi_comm *local = cm_mpi_comm_new(g, rank, pair + 1, eh), *d = NULL;
+	if (local) {
+		cm_mpi_group_ref(g);
+		d = cm_mpi_comm_new(g, rank, pair, eh);
+	}
+	if (!d) {
+		if (local)
+			cm_mpi_comm_drop_handle(local);
+		cm_mpi_group_unref(rg);
+		return MPI_ERR_NO_MEM;
+	}
+	d->remote = rg;
+	d->local = local;
+	*out = d;
+	return MPI_SUCCESS;
+}
+
 /* ---- the creation calls ---- */
 
 /* A duplicate keeps the topology. */
@@ -154,16 +266,27 @@ static int comm_dup(MPI_Comm comm, MPI_Comm *newcomm, const char *func)
 		return cm_mpi_raise(NULL, MPI_ERR_COMM, func);
 	if (!newcomm)
 		return cm_mpi_raise(c, MPI_ERR_ARG, func);
-	int mine, *all = malloc((size_t)c->size * sizeof *all);
-	int rc = all ? next_pair(&mine) : MPI_ERR_NO_MEM;
-	if (!rc)
-		rc = cm_mpi_comm_allgather_ints(c, &mine, 1, all);
 	struct cm_mpi_comm *d = NULL;
-	if (!rc) {
-		uint32_t pair = agreed_pair(all, 1, c->size);
-		cm_mpi_group_ref(c->group);
-		d = cm_mpi_comm_new(c->group, c->rank, pair, c->errhandler);
-		rc = d ? topo_copy(c, d) : MPI_ERR_NO_MEM;
+	int mine, *all = NULL, rc;
+	if (c->remote) {
+		uint32_t pair;
+		rc = agree_across(c->local, 0, c, 0, c->ctx_coll, CM_COMM_TAG_EXCHANGE, 0, NULL, 0,
+		                  NULL, &pair);
+		if (!rc) {
+			cm_mpi_group_ref(c->remote);
+			rc = inter_new(c->group, c->rank, c->remote, pair, c->errhandler, &d);
+		}
+	} else {
+		all = malloc((size_t)c->size * sizeof *all);
+		rc = all ? next_pair(&mine) : MPI_ERR_NO_MEM;
+		if (!rc)
+			rc = cm_mpi_comm_allgather_ints(c, &mine, 1, all);
+		if (!rc) {
+			uint32_t pair = agreed_pair(all, 1, c->size);
+			cm_mpi_group_ref(c->group);
+			d = cm_mpi_comm_new(c->group, c->rank, pair, c->errhandler);
+			rc = d ? topo_copy(c, d) : MPI_ERR_NO_MEM;
+		}
 	}
 	if (!rc)
 		rc = cm_mpi_attr_copy_all(c->attrs, c->handle, &d->attrs);
@@ -232,8 +355,8 @@ int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request)
 {
 	CM_MPI_REQUIRE_INIT("MPI_Comm_idup");
 	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
-	if (!c)
-		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_idup");
+	if (!c || c->remote)
+		return cm_mpi_raise(c, MPI_ERR_COMM, "MPI_Comm_idup");
 	if (!newcomm || !request)
 		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_idup");
 	cm_mpi_group_ref(c->group);
@@ -320,8 +443,8 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
 	CM_MPI_REQUIRE_INIT("MPI_Comm_split");
 	struct cm_mpi_comm *c = cm_mpi_comm_get(comm), *d;
-	if (!c)
-		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_split");
+	if (!c || c->remote)
+		return cm_mpi_raise(c, MPI_ERR_COMM, "MPI_Comm_split");
 	if (!newcomm || (color < 0 && color != MPI_UNDEFINED))
 		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_split");
 	int rc = cm_mpi_comm_split(c, color, key, &d);
@@ -351,8 +474,8 @@ int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, M
 {
 	CM_MPI_REQUIRE_INIT("MPI_Comm_split_type");
 	struct cm_mpi_comm *c = cm_mpi_comm_get(comm), *d = NULL;
-	if (!c)
-		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_split_type");
+	if (!c || c->remote)
+		return cm_mpi_raise(c, MPI_ERR_COMM, "MPI_Comm_split_type");
 	if (!newcomm || (split_type != MPI_COMM_TYPE_SHARED && split_type != MPI_UNDEFINED))
 		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_split_type");
 	if (info != MPI_INFO_NULL)
@@ -418,7 +541,7 @@ static int create_from_group(struct cm_mpi_comm *c, struct cm_mpi_group *g, int 
 static int check_group_args(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm,
                             struct cm_mpi_comm **c, struct cm_mpi_group **g)
 {
-	if (!(*c = cm_mpi_comm_get(comm)))
+	if (!(*c = cm_mpi_comm_get(comm)) || (*c)->remote)
 		return MPI_ERR_COMM;
 	if (!(*g = cm_mpi_group_get(group)))
 		return MPI_ERR_GROUP;
@@ -460,6 +583,142 @@ int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *new
 	return MPI_SUCCESS;
 }
 
+/* ---- inter-communicators ---- */
+
+/* A group of the n world ranks listed, or an error a broken list gives
+ * (every member checks the same list, so all fail alike). */
+static int group_of_list(const int *world, int n, struct cm_mpi_group **out)
+{
+	int world_size = cm_mpi_comm_world()->size;
+	if (n < 1 || n > world_size)
+		return MPI_ERR_INTERN;
+	for (int i = 0; i < n; i++)
+		if (world[i] < 0 || world[i] >= world_size)
+			return MPI_ERR_INTERN;
+	struct cm_mpi_group *g = cm_mpi_group_new(n);
+	if (!g)
+		return MPI_ERR_NO_MEM;
+	memcpy(g->world_of, world, (size_t)n * sizeof *world);
+	int rc = cm_mpi_group_index(g);
+	if (rc) {
+		cm_mpi_group_unref(g);
+		return rc;
+	}
+	*out = g;
+	return MPI_SUCCESS;
+}
+
+/* The leaders swap their groups' world ranks over the peer communicator
+ * (sizes learnt in the agreement); each broadcasts [status, the other
+ * group's list] to its group. The two groups must be disjoint. */
+static int remote_list(struct cm_mpi_comm *c, int leader, struct cm_mpi_comm *peer,
+                       int remote_leader, int tag, int their_size, struct cm_mpi_group **rg)
+{
+	int *got = malloc(((size_t)their_size + 1) * sizeof *got);
+	if (!got)
+		return MPI_ERR_NO_MEM;
+	if (c->rank == leader) {
+		int in_flight;
+		got[0] = swap_ints(peer, c->group->world_of, c->size, remote_leader, got + 1,
+		                   their_size, remote_leader, tag, peer->ctx_pt2pt, &in_flight);
+		if (in_flight)
+			return got[0]; /* got leaks: it may still be written */
+		for (int i = 0; !got[0] && i < their_size; i++)
+			if (cm_mpi_group_rank_of(c->group, got[1 + i]) != MPI_UNDEFINED)
+				got[0] = MPI_ERR_COMM; /* a process in both groups */
+	}
+	int rc = cm_coll_bcast(c, got, (size_t)their_size + 1, cm_mpi_type_get(MPI_INT), leader);
+	if (!rc)
+		rc = got[0];
+	if (!rc)
+		rc = group_of_list(got + 1, their_size, rg);
+	free(got);
+	return rc;
+}
+
+/* Collective over the union of two disjoint groups, each calling it on an
+ * intra-communicator of its own (local_comm) with its leader's rank there;
+ * the leaders talk over peer_comm, with tag, to each other's rank in it
+ * (significant at the leaders only). */
+int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm,
+                         int remote_leader, int tag, MPI_Comm *newintercomm)
+{
+	static const char func[] = "MPI_Intercomm_create";
+	CM_MPI_REQUIRE_INIT(func);
+	struct cm_mpi_comm *c = cm_mpi_comm_get(local_comm), *peer = NULL, *d = NULL;
+	if (!c || c->remote)
+		return cm_mpi_raise(c, MPI_ERR_COMM, func);
+	if (!newintercomm)
+		return cm_mpi_raise(c, MPI_ERR_ARG, func);
+	if (local_leader < 0 || local_leader >= c->size)
+		return cm_mpi_raise(c, MPI_ERR_RANK, func);
+	if (tag < 0 || tag > CM_MPI_TAG_UB)
+		return cm_mpi_raise(c, MPI_ERR_TAG, func);
+	int fail = MPI_SUCCESS;
+	if (c->rank == local_leader) {
+		if (!(peer = cm_mpi_comm_get(peer_comm)))
+			fail = MPI_ERR_COMM;
+		else if (remote_leader < 0 || remote_leader >= cm_mpi_peer_count(peer) ||
+		         cm_mpi_group_rank_of(c->group, cm_mpi_peer_world(peer, remote_leader)) !=
+		             MPI_UNDEFINED)
+			fail = MPI_ERR_RANK; /* none, or one in the local group */
+	}
+	int their_size;
+	uint32_t pair;
+	struct cm_mpi_group *rg = NULL;
+	int rc = agree_across(c, local_leader, peer, remote_leader, peer ? peer->ctx_pt2pt : 0, tag,
+	                      fail, &c->size, 1, &their_size, &pair);
+	if (!rc)
+		rc = remote_list(c, local_leader, peer, remote_leader, tag, their_size, &rg);
+	if (!rc)
+		rc = inter_new(c->group, c->rank, rg, pair, c->errhandler, &d);
+	if (rc)
+		return cm_mpi_raise(c, rc, func);
+	*newintercomm = d->handle;
+	return MPI_SUCCESS;
+}
+
+/* The union of both groups: the group whose processes pass high = 0
+ * first; when both pass the same, the group whose leader has the lower
+ * rank in MPI_COMM_WORLD (the standard leaves that order to the
+ * implementation). */
+int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm)
+{
+	static const char func[] = "MPI_Intercomm_merge";
+	CM_MPI_REQUIRE_INIT(func);
+	struct cm_mpi_comm *c = cm_mpi_comm_get(intercomm), *d = NULL;
+	if (!c || !c->remote)
+		return cm_mpi_raise(c, MPI_ERR_COMM, func);
+	if (!newintracomm)
+		return cm_mpi_raise(c, MPI_ERR_ARG, func);
+	int mine = high != 0, theirs;
+	uint32_t pair;
+	int rc = agree_across(c->local, 0, c, 0, c->ctx_coll, CM_COMM_TAG_EXCHANGE, 0, &mine, 1,
+	                      &theirs, &pair);
+	struct cm_mpi_group *g = NULL;
+	int L = c->size, R = c->remote->size;
+	if (!rc && !(g = cm_mpi_group_new(L + R)))
+		rc = MPI_ERR_NO_MEM;
+	if (!rc) {
+		int local_first =
+		    mine != theirs ? mine < theirs : c->group->world_of[0] < c->remote->world_of[0];
+		const struct cm_mpi_group *first = local_first ? c->group : c->remote;
+		const struct cm_mpi_group *second = local_first ? c->remote : c->group;
+		memcpy(g->world_of, first->world_of, (size_t)first->size * sizeof *g->world_of);
+		memcpy(g->world_of + first->size, second->world_of,
+		       (size_t)second->size * sizeof *g->world_of);
+		cm_mpi_group_index(g);
+		cm_mpi_ctx_pair_claim(pair);
+		if (!(d = cm_mpi_comm_new(g, local_first ? c->rank : R + c->rank, pair,
+		                          c->errhandler)))
+			rc = MPI_ERR_NO_MEM;
+	}
+	if (rc)
+		return cm_mpi_raise(c, rc, func);
+	*newintracomm = d->handle;
+	return MPI_SUCCESS;
+}
+
 /* Local: the attributes are deleted now, the communicator goes once the
  * operations still pending on it complete. */
 int MPI_Comm_free(MPI_Comm *comm)
@@ -491,20 +750,18 @@ int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int *result)
 		return MPI_SUCCESS;
 	}
 	*result = MPI_UNEQUAL;
-	if (c1->size != c2->size)
+	if (!c1->remote != !c2->remote)
 		return MPI_SUCCESS;
-	int same_order = 1;
-	for (int r = 0; r < c1->size; r++) {
-		int other = cm_mpi_comm_rank_of(c2, cm_mpi_world_rank(c1, r));
-		if (other == MPI_UNDEFINED)
-			return MPI_SUCCESS;
-		same_order &= other == r;
-	}
-	*result = same_order ? MPI_CONGRUENT : MPI_SIMILAR;
+	int local = cm_mpi_group_compare(c1->group, c2->group);
+	int remote = c1->remote ? cm_mpi_group_compare(c1->remote, c2->remote) : MPI_IDENT;
+	/* The weaker of the two (MPI_IDENT < MPI_SIMILAR < MPI_UNEQUAL); two
+	 * communicators are never more than congruent. */
+	*result = local > remote ? local : remote;
+	if (*result == MPI_IDENT)
+		*result = MPI_CONGRUENT;
 	return MPI_SUCCESS;
 }
 
-/* Every communicator here is an intra-communicator. */
 int MPI_Comm_test_inter(MPI_Comm comm, int *flag)
 {
 	CM_MPI_REQUIRE_INIT("MPI_Comm_test_inter");
@@ -513,7 +770,7 @@ int MPI_Comm_test_inter(MPI_Comm comm, int *flag)
 		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_test_inter");
 	if (!flag)
 		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_test_inter");
-	*flag = 0;
+	*flag = c->remote != NULL;
 	return MPI_SUCCESS;
 }
 

@@ -79,6 +79,19 @@ int MPI_Comm_group(MPI_Comm comm, MPI_Group *group)
 	return rc ? cm_mpi_raise(c, rc, "MPI_Comm_group") : MPI_SUCCESS;
 }
 
+int MPI_Comm_remote_group(MPI_Comm comm, MPI_Group *group)
+{
+	CM_MPI_REQUIRE_INIT("MPI_Comm_remote_group");
+	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
+	if (!c || !c->remote)
+		return cm_mpi_raise(c, MPI_ERR_COMM, "MPI_Comm_remote_group");
+	if (!group)
+		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_remote_group");
+	cm_mpi_group_ref(c->remote);
+	int rc = group_handle(c->remote, group);
+	return rc ? cm_mpi_raise(c, rc, "MPI_Comm_remote_group") : MPI_SUCCESS;
+}
+
 int MPI_Group_size(MPI_Group group, int *size)
 {
 	CM_MPI_REQUIRE_INIT("MPI_Group_size");
@@ -122,6 +135,20 @@ int MPI_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[], MPI_G
 	return MPI_SUCCESS;
 }
 
+int cm_mpi_group_compare(const struct cm_mpi_group *g1, const struct cm_mpi_group *g2)
+{
+	if (g1->size != g2->size)
+		return MPI_UNEQUAL;
+	int same_order = 1;
+	for (int r = 0; r < g1->size; r++) {
+		int other = cm_mpi_group_rank_of(g2, g1->world_of[r]);
+		if (other == MPI_UNDEFINED)
+			return MPI_UNEQUAL;
+		same_order &= other == r;
+	}
+	return same_order ? MPI_IDENT : MPI_SIMILAR;
+}
+
 int MPI_Group_compare(MPI_Group group1, MPI_Group group2, int *result)
 {
 	CM_MPI_REQUIRE_INIT("MPI_Group_compare");
@@ -130,17 +157,7 @@ int MPI_Group_compare(MPI_Group group1, MPI_Group group2, int *result)
 		return cm_mpi_raise(NULL, MPI_ERR_GROUP, "MPI_Group_compare");
 	if (!result)
 		return cm_mpi_raise(NULL, MPI_ERR_ARG, "MPI_Group_compare");
-	*result = MPI_UNEQUAL;
-	if (g1->size != g2->size)
-		return MPI_SUCCESS;
-	int same_order = 1;
-	for (int r = 0; r < g1->size; r++) {
-		int other = cm_mpi_group_rank_of(g2, g1->world_of[r]);
-		if (other == MPI_UNDEFINED)
-			return MPI_SUCCESS;
-		same_order &= other == r;
-	}
-	*result = same_order ? MPI_IDENT : MPI_SIMILAR;
+	*result = cm_mpi_group_compare(g1, g2);
 	return MPI_SUCCESS;
 }
 

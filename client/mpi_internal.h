@@ -119,6 +119,9 @@ CM_HIDDEN void cm_mpi_group_ref(struct cm_mpi_group *g);
 CM_HIDDEN void cm_mpi_group_unref(struct cm_mpi_group *g);
 /* World rank -> rank in g, or MPI_UNDEFINED. */
 CM_HIDDEN int cm_mpi_group_rank_of(const struct cm_mpi_group *g, int world_rank);
+/* MPI_IDENT (same members, same order), MPI_SIMILAR (same members) or
+ * MPI_UNEQUAL (mpi_group.c). */
+CM_HIDDEN int cm_mpi_group_compare(const struct cm_mpi_group *g1, const struct cm_mpi_group *g2);
 /* The group behind a handle (MPI_GROUP_EMPTY included), or NULL
  * (mpi_group.c). */
 CM_HIDDEN struct cm_mpi_group *cm_mpi_group_get(MPI_Group group);
@@ -156,6 +159,13 @@ struct cm_mpi_comm {
 	/* Made by MPI_Comm_idup, whose request has not completed: no context
 	 * yet, and its handle names nothing (cm_mpi_comm_get). */
 	int pending;
+	/* An inter-communicator: the remote group (a reference), whose ranks
+	 * point-to-point calls and collective roots name, and the
+	 * intra-communicator of the local group (owned, its handle hidden)
+	 * that the collectives and MPI_Intercomm_merge run on. Both NULL in
+	 * an intra-communicator. */
+	struct cm_mpi_group *remote;
+	struct cm_mpi_comm *local;
 };
 
 /* A live info object, or MPI_INFO_NULL (mpi_info.c). */
@@ -173,6 +183,19 @@ static inline int cm_mpi_world_rank(const struct cm_mpi_comm *c, int rank)
 }
 /* World rank -> rank in c, or MPI_UNDEFINED if not a member. */
 CM_HIDDEN int cm_mpi_comm_rank_of(const struct cm_mpi_comm *c, int world_rank);
+/* The processes point-to-point calls on c address: c's own group, or the
+ * remote group of an inter-communicator. _count: how many; _world: the
+ * world rank of one; _rank_of: the rank of a world rank among them
+ * (MPI_UNDEFINED if it is not). */
+static inline int cm_mpi_peer_count(const struct cm_mpi_comm *c)
+{
+	return c->remote ? c->remote->size : c->size;
+}
+static inline int cm_mpi_peer_world(const struct cm_mpi_comm *c, int rank)
+{
+	return c->remote ? c->remote->world_of[rank] : cm_mpi_world_rank(c, rank);
+}
+CM_HIDDEN int cm_mpi_peer_rank_of(const struct cm_mpi_comm *c, int world_rank);
 /* A new communicator with a handle: group g (its reference is taken
  * over), this process's rank in it, context pair ctx_pair (contexts
  * 2 * ctx_pair and 2 * ctx_pair + 1). NULL if out of memory (g released). */

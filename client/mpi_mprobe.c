@@ -83,7 +83,7 @@ static int bind(struct cm_mpi_comm *c, const struct cm_probe_result *res, MPI_Me
 	}
 	int rc = cm_mpi_launch_recv(r, buf, wide ? (int)(cap / 4) : (int)cap,
 	                            cm_mpi_type_get(wide ? MPI_INT32_T : MPI_BYTE),
-	                            cm_mpi_comm_rank_of(c, res->source), res->tag, c->ctx_pt2pt);
+	                            cm_mpi_peer_rank_of(c, res->source), res->tag, c->ctx_pt2pt);
 	if (rc) {
 		cm_mpi_req_release(r);
 		free(buf);

@@ -47,7 +47,7 @@ int cm_mpi_check_send(MPI_Comm comm, const void *buf, int count, MPI_Datatype da
 		return MPI_ERR_COUNT;
 	if (tag < 0 || tag > CM_MPI_TAG_UB)
 		return MPI_ERR_TAG;
-	if (dest != MPI_PROC_NULL && (dest < 0 || dest >= (*c)->size))
+	if (dest != MPI_PROC_NULL && (dest < 0 || dest >= cm_mpi_peer_count(*c)))
 		return MPI_ERR_RANK;
 	return MPI_SUCCESS;
 }
@@ -57,7 +57,7 @@ int cm_mpi_check_source_tag(const struct cm_mpi_comm *c, int source, int tag)
 	if (tag != MPI_ANY_TAG && (tag < 0 || tag > CM_MPI_TAG_UB))
 		return MPI_ERR_TAG;
 	if (source != MPI_ANY_SOURCE && source != MPI_PROC_NULL &&
-	    (source < 0 || source >= c->size))
+	    (source < 0 || source >= cm_mpi_peer_count(c)))
 		return MPI_ERR_RANK;
 	return MPI_SUCCESS;
 }
@@ -83,7 +83,7 @@ int cm_mpi_launch_send_bytes(struct cm_mpi_request *r, const void *data, size_t 
 		r->state = CM_RQ_COMPLETE;
 		return MPI_SUCCESS;
 	}
-	r->op.peer = cm_mpi_world_rank(r->comm, peer);
+	r->op.peer = cm_mpi_peer_world(r->comm, peer);
 	r->op.tag = tag;
 	r->op.ctx = ctx;
 	r->op.sbuf = data;
@@ -135,7 +135,7 @@ int cm_mpi_launch_recv(struct cm_mpi_request *r, void *buf, int count,
 		cm_mpi_type_ref(type);
 	}
 	r->op.rcap = len;
-	r->op.peer = peer == MPI_ANY_SOURCE ? CM_ANY_SOURCE : cm_mpi_world_rank(r->comm, peer);
+	r->op.peer = peer == MPI_ANY_SOURCE ? CM_ANY_SOURCE : cm_mpi_peer_world(r->comm, peer);
 	r->op.tag = tag == MPI_ANY_TAG ? CM_ANY_TAG : tag;
 	r->op.ctx = ctx;
 	r->op.coll = ctx == r->comm->ctx_coll;
@@ -403,7 +403,7 @@ int cm_mpi_probe(MPI_Comm comm, int source, int tag, int blocking, int args_ok, 
 		return MPI_SUCCESS;
 	}
 	struct cm_transport *tr = &cm_mpi.transport;
-	int peer = source == MPI_ANY_SOURCE ? CM_ANY_SOURCE : cm_mpi_world_rank(c, source);
+	int peer = source == MPI_ANY_SOURCE ? CM_ANY_SOURCE : cm_mpi_peer_world(c, source);
 	if (!blocking && cm_mpi_progress(0) < 0)
 		return cm_mpi_raise(c, MPI_ERR_OTHER, func);
 	if (tr->probe(tr, peer, tag == MPI_ANY_TAG ? CM_ANY_TAG : tag, c->ctx_pt2pt, blocking,
@@ -412,7 +412,7 @@ int cm_mpi_probe(MPI_Comm comm, int source, int tag, int blocking, int args_ok, 
 	if (flag)
 		*flag = res->found;
 	if (res->found && status) {
-		status->MPI_SOURCE = cm_mpi_comm_rank_of(c, res->source);
+		status->MPI_SOURCE = cm_mpi_peer_rank_of(c, res->source);
 		status->MPI_TAG = res->tag;
 		status->cm_cancelled = 0;
 		status->cm_bytes = (MPI_Count)res->bytes;

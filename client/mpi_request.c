@@ -96,7 +96,7 @@ static void complete(struct cm_mpi_request *r)
 		if (r->type)
 			cm_mpi_type_unref(r->type);
 		r->type = NULL;
-		r->status.MPI_SOURCE = cm_mpi_comm_rank_of(r->comm, op->st_source);
+		r->status.MPI_SOURCE = cm_mpi_peer_rank_of(r->comm, op->st_source);
 		r->status.MPI_TAG = op->st_tag;
 		r->status.MPI_ERROR = MPI_SUCCESS;
 		r->status.cm_cancelled = 0;

@@ -171,8 +171,8 @@ int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int pe
 	CM_MPI_REQUIRE_INIT("MPI_Cart_create");
 	(void)reorder; /* keeping the old order is always a valid choice */
 	struct cm_mpi_comm *c = cm_mpi_comm_get(comm_old), *d = NULL;
-	if (!c)
-		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Cart_create");
+	if (!c || c->remote)
+		return cm_mpi_raise(c, MPI_ERR_COMM, "MPI_Cart_create");
 	if (ndims < 0 || (ndims > 0 && (!dims || !periods)) || !comm_cart)
 		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Cart_create");
 	long nnodes = 1;
