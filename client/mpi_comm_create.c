@@ -668,6 +668,8 @@ int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_co
 	struct cm_mpi_group *rg = NULL;
 	int rc = agree_across(c, local_leader, peer, remote_leader, peer ? peer->ctx_pt2pt : 0, tag,
 	                      fail, &c->size, 1, &their_size, &pair);
+	if (!rc && (their_size < 1 || their_size >= cm_mpi_comm_world()->size))
+		rc = MPI_ERR_INTERN; /* the other leader is in another call */
 	if (!rc)
 		rc = remote_list(c, local_leader, peer, remote_leader, tag, their_size, &rg);
 	if (!rc)

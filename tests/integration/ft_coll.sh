@@ -8,7 +8,10 @@
 # Each job runs ft_coll on 4 ranks: blocking Bcast (rotating root),
 # Reduce, Allreduce, Allgather, Alltoall, Gather and Scatter on
 # MPI_COMM_WORLD and on an even/odd split of it, then Ibcast + Iallreduce
-# on both (MPI_Waitall); every rank prints a
+# on both (MPI_Waitall), and every fourth iteration Bcast, Allreduce,
+# Alltoall, Ibcast and Iallreduce on an inter-communicator between the two
+# halves (created and freed each time, so checkpoints fall between its
+# uses and replays repeat its creation); every rank prints a
 # running checksum of all it received once per iteration. Every faulty run
 # must exit 0 with exactly the per-rank lines of the failure-free run,
 # nothing else on stderr, no process left behind, within its --timeout (a

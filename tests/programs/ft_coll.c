@@ -10,14 +10,17 @@
  * SIZE/8 64-bit words, by iteration), MPI_Allgather, MPI_Alltoall,
  * MPI_Gather and MPI_Scatter (SIZE bytes a block), then MPI_Ibcast and
  * MPI_Iallreduce on both communicators at once, completed by one
- * MPI_Waitall. What a rank contributes is derived from the iteration, its
+ * MPI_Waitall; then, every fourth iteration, on an inter-communicator
+ * between the two halves, MPI_Bcast, MPI_Allreduce, MPI_Alltoall,
+ * MPI_Ibcast and MPI_Iallreduce.
+ * What a rank contributes is derived from the iteration, its
  * rank and its checksum so far; every byte it receives is folded into that
  * checksum, and it prints "rank R it I sum HEX" once per iteration: the
  * same lines whatever was killed, replayed or restored.
  *
  * With `ckpt` the iteration and the checksum are registered with
  * chanmem_ckpt_register and chanmem_checkpoint is called at the end of
- * every iteration, once the split communicator is freed (only
+ * every iteration, once the split and inter-communicators are freed (only
  * MPI_COMM_WORLD is in use across a checkpoint); a restored rank resumes
  * at the iteration after its image, and replays the steps of its
  * non-blocking collectives from there (the image holds the world's count
@@ -157,6 +160,59 @@ static void nonblocking(MPI_Comm world, MPI_Comm sub, int64_t it, struct bufs *b
 		fold(b->nb[i], i % 2 ? words * 8 : n);
 }
 
+/* An inter-communicator between the two halves of the split (each
+ * half's leader is its highest world rank): MPI_Bcast from a root of each
+ * group in turn, MPI_Allreduce, MPI_Alltoall, then MPI_Ibcast and
+ * MPI_Iallreduce pending at once. */
+static void inter(MPI_Comm sub, int64_t it, struct bufs *b)
+{
+	int other = tu_size - 1;
+	if (other % 2 == tu_rank % 2)
+		other--;
+	MPI_Comm ic;
+	int r, L, R;
+	TU_MPI(MPI_Intercomm_create(sub, 0, MPI_COMM_WORLD, other, 40, &ic));
+	TU_MPI(MPI_Comm_rank(ic, &r));
+	TU_MPI(MPI_Comm_size(ic, &L));
+	TU_MPI(MPI_Comm_remote_size(ic, &R));
+	size_t n = b->size, words = n / 8;
+
+	/* Bcast: the root's group alternates, the root rotates in it. */
+	int in_root_group = tu_rank % 2 == (int)(it % 2);
+	int j = (int)((it / 2) % (in_root_group ? L : R));
+	int root = in_root_group ? (r == j ? MPI_ROOT : MPI_PROC_NULL) : j;
+	if (root == MPI_ROOT)
+		tu_fill(b->recv, n, seed_of(it, 10, 2));
+	TU_MPI(MPI_Bcast(b->recv, (int)n, MPI_BYTE, root, ic));
+	if (!in_root_group)
+		fold(b->recv, n);
+
+	/* Allreduce: each group gets the other's reduction. */
+	tu_fill(b->send, words * 8, seed_of(it, 11, 2));
+	TU_MPI(MPI_Allreduce(b->send, b->recv, (int)words, MPI_UINT64_T, op_of(it), ic));
+	fold(b->recv, words * 8);
+
+	/* Alltoall: a block to and from every process of the other group. */
+	tu_fill(b->send, n * (size_t)R, seed_of(it, 12, 2));
+	TU_MPI(MPI_Alltoall(b->send, (int)n, MPI_BYTE, b->recv, (int)n, MPI_BYTE, ic));
+	fold(b->recv, n * (size_t)R);
+
+	/* Ibcast from the other root group's rank 0, with an Iallreduce. */
+	MPI_Request req[2];
+	root = !in_root_group ? (r == 0 ? MPI_ROOT : MPI_PROC_NULL) : 0;
+	if (root == MPI_ROOT)
+		tu_fill(b->nb[0], n, seed_of(it, 13, 2));
+	TU_MPI(MPI_Ibcast(b->nb[0], (int)n, MPI_BYTE, root, ic, &req[0]));
+	tu_fill(b->send, words * 8, seed_of(it, 14, 2));
+	TU_MPI(MPI_Iallreduce(b->send, b->nb[1], (int)words, MPI_UINT64_T, op_of(it + 1), ic,
+	                      &req[1]));
+	TU_MPI(MPI_Waitall(2, req, MPI_STATUSES_IGNORE));
+	if (in_root_group)
+		fold(b->nb[0], n);
+	fold(b->nb[1], words * 8);
+	TU_MPI(MPI_Comm_free(&ic));
+}
+
 static int flood(int argc, char **argv)
 {
 	if (argc != 5)
@@ -221,6 +277,8 @@ int main(int argc, char **argv)
 		blocking(MPI_COMM_WORLD, 0, it, &b);
 		blocking(sub, 1, it, &b);
 		nonblocking(MPI_COMM_WORLD, sub, it, &b);
+		if (tu_size > 1 && it % 4 == 1) /* a quarter of the iterations: it costs */
+			inter(sub, it, &b);     /* as much as the rest together */
 		TU_MPI(MPI_Comm_free(&sub));
 		printf("rank %d it %lld sum %016llx\n", tu_rank, (long long)it,
 		       (unsigned long long)st.sum);
