@@ -1,6 +1,7 @@
 /* Creating and freeing communicators: MPI_Comm_dup, _idup, _split,
- * _split_type, _create, _create_group, _free, and the local queries
- * (compare, test_inter, names).
+ * _split_type, _create, _create_group, _free, the inter-communicator
+ * calls (MPI_Intercomm_create, _merge; dup, split and create of an
+ * inter-communicator), and the local queries (compare, test_inter, names).
  *
  * Context ids. A communicator's two contexts are part of the matching key
  * of every message on it, so each process must use a pair that no other
@@ -145,6 +146,52 @@ static int next_pair(int *out)
 	return MPI_SUCCESS;
 }
 
+/* ---- groups from the exchange ---- */
+
+struct member {
+	int key;
+	int parent_rank;
+};
+
+static int by_key(const void *a, const void *b)
+{
+	const struct member *x = a, *y = b;
+	if (x->key != y->key)
+		return (x->key > y->key) - (x->key < y->key);
+	return (x->parent_rank > y->parent_rank) - (x->parent_rank < y->parent_rank);
+}
+
+/* The processes of `from` (in its order) whose color is `color`, ordered
+ * by key, ties by rank in `from`: all[stride * r] is rank r's color,
+ * all[stride * r + 1] its key. *g NULL if there are none; *my_rank: the
+ * rank of from's rank `me` in it. */
+static int group_of_color(const int *all, int stride, const struct cm_mpi_group *from, int color,
+                          int me, struct cm_mpi_group **g, int *my_rank)
+{
+	int P = from->size, n = 0;
+	*g = NULL;
+	struct member *members = malloc(((size_t)P + 1) * sizeof *members);
+	if (!members)
+		return MPI_ERR_NO_MEM;
+	for (int r = 0; r < P; r++)
+		if (all[stride * r] == color)
+			members[n++] = (struct member){all[stride * r + 1], r};
+	if (n > 0 && !(*g = cm_mpi_group_new(n))) {
+		free(members);
+		return MPI_ERR_NO_MEM;
+	}
+	qsort(members, (size_t)n, sizeof *members, by_key);
+	for (int i = 0; i < n; i++) {
+		(*g)->world_of[i] = from->world_of[members[i].parent_rank];
+		if (members[i].parent_rank == me)
+			*my_rank = i;
+	}
+	if (*g)
+		cm_mpi_group_index(*g);
+	free(members);
+	return MPI_SUCCESS;
+}
+
 /* ---- agreement across two groups ----
  *
  * An inter-communicator's context pair is agreed by both groups: each
@@ -164,17 +211,17 @@ enum { AGREE_STATUS, AGREE_PAIR, AGREE_WORDS };
 
 /* local: the group's intra-communicator, leader its leader's rank there.
  * The leader swaps [its group's largest pair, words[0..n-1]] with process
- * peer of x, on context ctx with tag; fail (at the leader): an error found
- * in its arguments, broadcast instead of swapping. Every member gets the
- * other leader's words in theirs and the agreed pair in *pair (not
- * claimed). */
+ * peer of x, on context ctx with tag, receiving [pair, n_theirs words];
+ * fail (at the leader): an error found in its arguments, broadcast instead
+ * of swapping. Every member gets the other leader's words in theirs and
+ * the agreed pair in *pair (not claimed). */
 static int agree_across(struct cm_mpi_comm *local, int leader, struct cm_mpi_comm *x, int peer,
                         uint32_t ctx, int tag, int fail, const int *words, int n, int *theirs,
-                        uint32_t *pair)
+                        int n_theirs, uint32_t *pair)
 {
 	int *all = malloc((size_t)local->size * sizeof *all);
 	int *out = malloc(((size_t)n + 1) * sizeof *out);
-	int *got = malloc(((size_t)n + AGREE_WORDS) * sizeof *got);
+	int *got = malloc(((size_t)n_theirs + AGREE_WORDS) * sizeof *got);
 	int mine, rc = all && out && got ? next_pair(&mine) : MPI_ERR_NO_MEM;
 	if (!rc)
 		rc = cm_mpi_comm_allgather_ints(local, &mine, 1, all);
@@ -188,8 +235,8 @@ static int agree_across(struct cm_mpi_comm *local, int leader, struct cm_mpi_com
 			memcpy(out + 1, words, (size_t)n * sizeof *out);
 		if (!fail) {
 			int in_flight;
-			got[AGREE_STATUS] = swap_ints(x, out, n + 1, peer, got + AGREE_PAIR, n + 1,
-			                              peer, tag, ctx, &in_flight);
+			got[AGREE_STATUS] = swap_ints(x, out, n + 1, peer, got + AGREE_PAIR,
+			                              n_theirs + 1, peer, tag, ctx, &in_flight);
 			if (in_flight)
 				return got[AGREE_STATUS]; /* got leaks: it may still be written */
 		}
@@ -203,14 +250,14 @@ static int agree_across(struct cm_mpi_comm *local, int leader, struct cm_mpi_com
 		}
 	}
 	if (!rc)
-		rc = cm_coll_bcast(local, got, (size_t)n + AGREE_WORDS, cm_mpi_type_get(MPI_INT),
-		                   leader);
+		rc = cm_coll_bcast(local, got, (size_t)n_theirs + AGREE_WORDS,
+		                   cm_mpi_type_get(MPI_INT), leader);
 	if (!rc)
 		rc = got[AGREE_STATUS];
 	if (!rc) {
 		*pair = (uint32_t)got[AGREE_PAIR];
-		if (n)
-			memcpy(theirs, got + AGREE_WORDS, (size_t)n * sizeof *theirs);
+		if (n_theirs)
+			memcpy(theirs, got + AGREE_WORDS, (size_t)n_theirs * sizeof *theirs);
 	}
 	free(all);
 	free(out);
@@ -244,6 +291,218 @@ static int inter_new(struct cm_mpi_group *g, int rank, struct cm_mpi_group *rg, 
 	return MPI_SUCCESS;
 }
 
+/* ---- inter-communicators ---- */
+
+/* A group of the n world ranks listed, or an error a broken list gives
+ * (every member checks the same list, so all fail alike). */
+static int group_of_list(const int *world, int n, struct cm_mpi_group **out)
+{
+	int world_size = cm_mpi_comm_world()->size;
+	if (n < 1 || n > world_size)
+		return MPI_ERR_INTERN;
+	for (int i = 0; i < n; i++)
+		if (world[i] < 0 || world[i] >= world_size)
+			return MPI_ERR_INTERN;
+	struct cm_mpi_group *g = cm_mpi_group_new(n);
+	if (!g)
+		return MPI_ERR_NO_MEM;
+	memcpy(g->world_of, world, (size_t)n * sizeof *world);
+	int rc = cm_mpi_group_index(g);
+	if (rc) {
+		cm_mpi_group_unref(g);
+		return rc;
+	}
+	*out = g;
+	return MPI_SUCCESS;
+}
+
+/* The leaders swap their groups' world ranks over the peer communicator
+ * (sizes learnt in the agreement); each broadcasts [status, the other
+ * group's list] to its group. The two groups must be disjoint. */
+static int remote_list(struct cm_mpi_comm *c, int leader, struct cm_mpi_comm *peer,
+                       int remote_leader, int tag, int their_size, struct cm_mpi_group **rg)
+{
+	int *got = malloc(((size_t)their_size + 1) * sizeof *got);
+	if (!got)
+		return MPI_ERR_NO_MEM;
+	if (c->rank == leader) {
+		int in_flight;
+		got[0] = swap_ints(peer, c->group->world_of, c->size, remote_leader, got + 1,
+		                   their_size, remote_leader, tag, peer->ctx_pt2pt, &in_flight);
+		if (in_flight)
+			return got[0]; /* got leaks: it may still be written */
+		for (int i = 0; !got[0] && i < their_size; i++)
+			if (cm_mpi_group_rank_of(c->group, got[1 + i]) != MPI_UNDEFINED)
+				got[0] = MPI_ERR_COMM; /* a process in both groups */
+	}
+	int rc = cm_coll_bcast(c, got, (size_t)their_size + 1, cm_mpi_type_get(MPI_INT), leader);
+	if (!rc)
+		rc = got[0];
+	if (!rc)
+		rc = group_of_list(got + 1, their_size, rg);
+	free(got);
+	return rc;
+}
+
+/* Collective over the union of two disjoint groups, each calling it on an
+ * intra-communicator of its own (local_comm) with its leader's rank there;
+ * the leaders talk over peer_comm, with tag, to each other's rank in it
+ * (significant at the leaders only). */
+int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm,
+                         int remote_leader, int tag, MPI_Comm *newintercomm)
+{
+	static const char func[] = "MPI_Intercomm_create";
+	CM_MPI_REQUIRE_INIT(func);
+	struct cm_mpi_comm *c = cm_mpi_comm_get(local_comm), *peer = NULL, *d = NULL;
+	if (!c || c->remote)
+		return cm_mpi_raise(c, MPI_ERR_COMM, func);
+	if (!newintercomm)
+		return cm_mpi_raise(c, MPI_ERR_ARG, func);
+	if (local_leader < 0 || local_leader >= c->size)
+		return cm_mpi_raise(c, MPI_ERR_RANK, func);
+	if (tag < 0 || tag > CM_MPI_TAG_UB)
+		return cm_mpi_raise(c, MPI_ERR_TAG, func);
+	int fail = MPI_SUCCESS;
+	if (c->rank == local_leader) {
+		if (!(peer = cm_mpi_comm_get(peer_comm)))
+			fail = MPI_ERR_COMM;
+		else if (remote_leader < 0 || remote_leader >= cm_mpi_peer_count(peer) ||
+		         cm_mpi_group_rank_of(c->group, cm_mpi_peer_world(peer, remote_leader)) !=
+		             MPI_UNDEFINED)
+			fail = MPI_ERR_RANK; /* none, or one in the local group */
+	}
+	int their_size;
+	uint32_t pair;
+	struct cm_mpi_group *rg = NULL;
+	int rc = agree_across(c, local_leader, peer, remote_leader, peer ? peer->ctx_pt2pt : 0, tag,
+	                      fail, &c->size, 1, &their_size, 1, &pair);
+	if (!rc && (their_size < 1 || their_size >= cm_mpi_comm_world()->size))
+		rc = MPI_ERR_INTERN; /* the other leader is in another call */
+	if (!rc)
+		rc = remote_list(c, local_leader, peer, remote_leader, tag, their_size, &rg);
+	if (!rc)
+		rc = inter_new(c->group, c->rank, rg, pair, c->errhandler, &d);
+	if (rc)
+		return cm_mpi_raise(c, rc, func);
+	*newintercomm = d->handle;
+	return MPI_SUCCESS;
+}
+
+/* MPI_Comm_split of an inter-communicator: the processes of each group
+ * with one color form the local group of a new inter-communicator, whose
+ * remote group is the other group's processes of that color (both ordered
+ * by key, ties by rank). *out is NULL for MPI_UNDEFINED, and where the
+ * other group has no process of the color. */
+static int inter_split(struct cm_mpi_comm *c, int color, int key, struct cm_mpi_comm **out)
+{
+	int L = c->size, R = c->remote->size, mine[2] = {color, key};
+	int *ours = malloc(2 * (size_t)L * sizeof *ours),
+	    *theirs = malloc(2 * (size_t)R * sizeof *theirs);
+	int rc =
+	    ours && theirs ? cm_mpi_comm_allgather_ints(c->local, mine, 2, ours) : MPI_ERR_NO_MEM;
+	uint32_t pair;
+	if (!rc)
+		rc = agree_across(c->local, 0, c, 0, c->ctx_coll, CM_COMM_TAG_EXCHANGE, 0, ours,
+		                  2 * L, theirs, 2 * R, &pair);
+	struct cm_mpi_group *g = NULL, *rg = NULL;
+	int my_rank = 0, unused;
+	if (!rc && color != MPI_UNDEFINED)
+		rc = group_of_color(ours, 2, c->group, color, c->rank, &g, &my_rank);
+	if (!rc && g)
+		rc = group_of_color(theirs, 2, c->remote, color, -1, &rg, &unused);
+	*out = NULL;
+	if (!rc && rg) {
+		rc = inter_new(g, my_rank, rg, pair, c->errhandler, out);
+	} else if (!rc) {
+		cm_mpi_ctx_pair_claim(pair + 1); /* as every other member does */
+	}
+	if (g)
+		cm_mpi_group_unref(g);
+	free(ours);
+	free(theirs);
+	return rc;
+}
+
+/* MPI_Comm_create of an inter-communicator: each group passes a subgroup
+ * of its own (the same at all its members); the new inter-communicator
+ * joins the two. *out is NULL outside the subgroup, and where the other
+ * group's is empty. */
+static int inter_create(struct cm_mpi_comm *c, struct cm_mpi_group *g, struct cm_mpi_comm **out)
+{
+	int L = c->size, R = c->remote->size;
+	if (g->size > L)
+		return MPI_ERR_GROUP;
+	for (int i = 0; i < g->size; i++)
+		if (cm_mpi_group_rank_of(c->group, g->world_of[i]) == MPI_UNDEFINED)
+			return MPI_ERR_GROUP;
+	/* [size, world ranks], padded to the largest a group can send. */
+	int *ours = calloc((size_t)L + 1, sizeof *ours),
+	    *theirs = malloc(((size_t)R + 1) * sizeof *theirs);
+	int rc = ours && theirs ? MPI_SUCCESS : MPI_ERR_NO_MEM;
+	uint32_t pair;
+	if (!rc) {
+		ours[0] = g->size;
+		memcpy(ours + 1, g->world_of, (size_t)g->size * sizeof *ours);
+		rc = agree_across(c->local, 0, c, 0, c->ctx_coll, CM_COMM_TAG_EXCHANGE, 0, ours,
+		                  L + 1, theirs, R + 1, &pair);
+	}
+	*out = NULL;
+	int my_rank = rc ? MPI_UNDEFINED : cm_mpi_group_rank_of(g, cm_mpi_world_rank(c, c->rank));
+	struct cm_mpi_group *rg = NULL;
+	if (!rc && (theirs[0] < 0 || theirs[0] > R))
+		rc = MPI_ERR_INTERN; /* the other group is in another call */
+	if (!rc && my_rank != MPI_UNDEFINED && theirs[0] > 0)
+		rc = group_of_list(theirs + 1, theirs[0], &rg);
+	if (!rc && rg)
+		rc = inter_new(g, my_rank, rg, pair, c->errhandler, out);
+	else if (!rc)
+		cm_mpi_ctx_pair_claim(pair + 1); /* as every other member does */
+	free(ours);
+	free(theirs);
+	return rc;
+}
+
+/* The union of both groups: the group whose processes pass high = 0
+ * first; when both pass the same, the group whose leader has the lower
+ * rank in MPI_COMM_WORLD (the standard leaves that order to the
+ * implementation). */
+int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm)
+{
+	static const char func[] = "MPI_Intercomm_merge";
+	CM_MPI_REQUIRE_INIT(func);
+	struct cm_mpi_comm *c = cm_mpi_comm_get(intercomm), *d = NULL;
+	if (!c || !c->remote)
+		return cm_mpi_raise(c, MPI_ERR_COMM, func);
+	if (!newintracomm)
+		return cm_mpi_raise(c, MPI_ERR_ARG, func);
+	int mine = high != 0, theirs;
+	uint32_t pair;
+	int rc = agree_across(c->local, 0, c, 0, c->ctx_coll, CM_COMM_TAG_EXCHANGE, 0, &mine, 1,
+	                      &theirs, 1, &pair);
+	struct cm_mpi_group *g = NULL;
+	int L = c->size, R = c->remote->size;
+	if (!rc && !(g = cm_mpi_group_new(L + R)))
+		rc = MPI_ERR_NO_MEM;
+	if (!rc) {
+		int local_first =
+		    mine != theirs ? mine < theirs : c->group->world_of[0] < c->remote->world_of[0];
+		const struct cm_mpi_group *first = local_first ? c->group : c->remote;
+		const struct cm_mpi_group *second = local_first ? c->remote : c->group;
+		memcpy(g->world_of, first->world_of, (size_t)first->size * sizeof *g->world_of);
+		memcpy(g->world_of + first->size, second->world_of,
+		       (size_t)second->size * sizeof *g->world_of);
+		cm_mpi_group_index(g);
+		cm_mpi_ctx_pair_claim(pair);
+		if (!(d = cm_mpi_comm_new(g, local_first ? c->rank : R + c->rank, pair,
+		                          c->errhandler)))
+			rc = MPI_ERR_NO_MEM;
+	}
+	if (rc)
+		return cm_mpi_raise(c, rc, func);
+	*newintracomm = d->handle;
+	return MPI_SUCCESS;
+}
+
 /* ---- the creation calls ---- */
 
 /* A duplicate keeps the topology. */
@@ -271,7 +530,7 @@ static int comm_dup(MPI_Comm comm, MPI_Comm *newcomm, const char *func)
 	if (c->remote) {
 		uint32_t pair;
 		rc = agree_across(c->local, 0, c, 0, c->ctx_coll, CM_COMM_TAG_EXCHANGE, 0, NULL, 0,
-		                  NULL, &pair);
+		                  NULL, 0, &pair);
 		if (!rc) {
 			cm_mpi_group_ref(c->remote);
 			rc = inter_new(c->group, c->rank, c->remote, pair, c->errhandler, &d);
@@ -386,56 +645,25 @@ int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request)
 	return raised ? rc : cm_mpi_raise(c, rc, "MPI_Comm_idup");
 }
 
-struct member {
-	int key;
-	int parent_rank;
-};
-
-static int by_key(const void *a, const void *b)
-{
-	const struct member *x = a, *y = b;
-	if (x->key != y->key)
-		return (x->key > y->key) - (x->key < y->key);
-	return (x->parent_rank > y->parent_rank) - (x->parent_rank < y->parent_rank);
-}
-
 int cm_mpi_comm_split(struct cm_mpi_comm *c, int color, int key, struct cm_mpi_comm **out)
 {
 	int P = c->size;
 	int mine[3] = {color, key, 0};
 	int *all = malloc((size_t)P * 3 * sizeof *all);
-	struct member *members = malloc((size_t)P * sizeof *members);
-	int rc = all && members ? next_pair(&mine[2]) : MPI_ERR_NO_MEM;
+	int rc = all ? next_pair(&mine[2]) : MPI_ERR_NO_MEM;
 	if (!rc)
 		rc = cm_mpi_comm_allgather_ints(c, mine, 3, all);
 	*out = NULL;
 	if (!rc) {
 		uint32_t pair = agreed_pair(all + 2, 3, P);
-		int n = 0;
-		for (int r = 0; r < P && color != MPI_UNDEFINED; r++)
-			if (all[3 * r] == color)
-				members[n++] = (struct member){all[3 * r + 1], r};
-		if (n > 0) {
-			/* Ordered by key, ties by rank in the parent. */
-			qsort(members, (size_t)n, sizeof *members, by_key);
-			struct cm_mpi_group *g = cm_mpi_group_new(n);
-			int my_rank = 0;
-			if (g) {
-				for (int i = 0; i < n; i++) {
-					g->world_of[i] =
-					    cm_mpi_world_rank(c, members[i].parent_rank);
-					if (members[i].parent_rank == c->rank)
-						my_rank = i;
-				}
-				cm_mpi_group_index(g);
-				*out = cm_mpi_comm_new(g, my_rank, pair, c->errhandler);
-			}
-			if (!*out)
-				rc = MPI_ERR_NO_MEM;
-		}
+		struct cm_mpi_group *g = NULL;
+		int my_rank = 0;
+		if (color != MPI_UNDEFINED)
+			rc = group_of_color(all, 3, c->group, color, c->rank, &g, &my_rank);
+		if (g && !(*out = cm_mpi_comm_new(g, my_rank, pair, c->errhandler)))
+			rc = MPI_ERR_NO_MEM;
 	}
 	free(all);
-	free(members);
 	return rc;
 }
 
@@ -443,11 +671,11 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
 	CM_MPI_REQUIRE_INIT("MPI_Comm_split");
 	struct cm_mpi_comm *c = cm_mpi_comm_get(comm), *d;
-	if (!c || c->remote)
-		return cm_mpi_raise(c, MPI_ERR_COMM, "MPI_Comm_split");
+	if (!c)
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_split");
 	if (!newcomm || (color < 0 && color != MPI_UNDEFINED))
 		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_split");
-	int rc = cm_mpi_comm_split(c, color, key, &d);
+	int rc = c->remote ? inter_split(c, color, key, &d) : cm_mpi_comm_split(c, color, key, &d);
 	if (rc)
 		return cm_mpi_raise(c, rc, "MPI_Comm_split");
 	*newcomm = d ? d->handle : MPI_COMM_NULL;
@@ -537,11 +765,12 @@ static int create_from_group(struct cm_mpi_comm *c, struct cm_mpi_group *g, int 
 	return rc;
 }
 
-/* The arguments both creation calls from a group take. */
-static int check_group_args(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm,
+/* The arguments both creation calls from a group take; inter_ok: an
+ * inter-communicator is one. */
+static int check_group_args(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm, int inter_ok,
                             struct cm_mpi_comm **c, struct cm_mpi_group **g)
 {
-	if (!(*c = cm_mpi_comm_get(comm)) || (*c)->remote)
+	if (!(*c = cm_mpi_comm_get(comm)) || ((*c)->remote && !inter_ok))
 		return MPI_ERR_COMM;
 	if (!(*g = cm_mpi_group_get(group)))
 		return MPI_ERR_GROUP;
@@ -553,9 +782,9 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 	CM_MPI_REQUIRE_INIT("MPI_Comm_create");
 	struct cm_mpi_comm *c, *d;
 	struct cm_mpi_group *g;
-	int rc = check_group_args(comm, group, newcomm, &c, &g);
+	int rc = check_group_args(comm, group, newcomm, 1, &c, &g);
 	if (!rc)
-		rc = create_from_group(c, g, 0, &d);
+		rc = c->remote ? inter_create(c, g, &d) : create_from_group(c, g, 0, &d);
 	if (rc)
 		return cm_mpi_raise(c, rc, "MPI_Comm_create");
 	*newcomm = d ? d->handle : MPI_COMM_NULL;
@@ -572,7 +801,7 @@ int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *new
 	CM_MPI_REQUIRE_INIT("MPI_Comm_create_group");
 	struct cm_mpi_comm *c, *d;
 	struct cm_mpi_group *g;
-	int rc = check_group_args(comm, group, newcomm, &c, &g);
+	int rc = check_group_args(comm, group, newcomm, 0, &c, &g);
 	if (!rc && (tag < 0 || tag > CM_MPI_TAG_UB))
 		rc = MPI_ERR_TAG;
 	if (!rc)
@@ -580,144 +809,6 @@ int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *new
 	if (rc)
 		return cm_mpi_raise(c, rc, "MPI_Comm_create_group");
 	*newcomm = d ? d->handle : MPI_COMM_NULL;
-	return MPI_SUCCESS;
-}
-
-/* ---- inter-communicators ---- */
-
-/* A group of the n world ranks listed, or an error a broken list gives
- * (every member checks the same list, so all fail alike). */
-static int group_of_list(const int *world, int n, struct cm_mpi_group **out)
-{
-	int world_size = cm_mpi_comm_world()->size;
-	if (n < 1 || n > world_size)
-		return MPI_ERR_INTERN;
-	for (int i = 0; i < n; i++)
-		if (world[i] < 0 || world[i] >= world_size)
-			return MPI_ERR_INTERN;
-	struct cm_mpi_group *g = cm_mpi_group_new(n);
-	if (!g)
-		return MPI_ERR_NO_MEM;
-	memcpy(g->world_of, world, (size_t)n * sizeof *world);
-	int rc = cm_mpi_group_index(g);
-	if (rc) {
-		cm_mpi_group_unref(g);
-		return rc;
-	}
-	*out = g;
-	return MPI_SUCCESS;
-}
-
-/* The leaders swap their groups' world ranks over the peer communicator
- * (sizes learnt in the agreement); each broadcasts [status, the other
- * group's list] to its group. The two groups must be disjoint. */
-static int remote_list(struct cm_mpi_comm *c, int leader, struct cm_mpi_comm *peer,
-                       int remote_leader, int tag, int their_size, struct cm_mpi_group **rg)
-{
-	int *got = malloc(((size_t)their_size + 1) * sizeof *got);
-	if (!got)
-		return MPI_ERR_NO_MEM;
-	if (c->rank == leader) {
-		int in_flight;
-		got[0] = swap_ints(peer, c->group->world_of, c->size, remote_leader, got + 1,
-		                   their_size, remote_leader, tag, peer->ctx_pt2pt, &in_flight);
-		if (in_flight)
-			return got[0]; /* got leaks: it may still be written */
-		for (int i = 0; !got[0] && i < their_size; i++)
-			if (cm_mpi_group_rank_of(c->group, got[1 + i]) != MPI_UNDEFINED)
-				got[0] = MPI_ERR_COMM; /* a process in both groups */
-	}
-	int rc = cm_coll_bcast(c, got, (size_t)their_size + 1, cm_mpi_type_get(MPI_INT), leader);
-	if (!rc)
-		rc = got[0];
-	if (!rc)
-		rc = group_of_list(got + 1, their_size, rg);
-	free(got);
-	return rc;
-}
-
-/* Collective over the union of two disjoint groups, each calling it on an
- * intra-communicator of its own (local_comm) with its leader's rank there;
- * the leaders talk over peer_comm, with tag, to each other's rank in it
- * (significant at the leaders only). */
-int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm,
-                         int remote_leader, int tag, MPI_Comm *newintercomm)
-{
-	static const char func[] = "MPI_Intercomm_create";
-	CM_MPI_REQUIRE_INIT(func);
-	struct cm_mpi_comm *c = cm_mpi_comm_get(local_comm), *peer = NULL, *d = NULL;
-	if (!c || c->remote)
-		return cm_mpi_raise(c, MPI_ERR_COMM, func);
-	if (!newintercomm)
-		return cm_mpi_raise(c, MPI_ERR_ARG, func);
-	if (local_leader < 0 || local_leader >= c->size)
-		return cm_mpi_raise(c, MPI_ERR_RANK, func);
-	if (tag < 0 || tag > CM_MPI_TAG_UB)
-		return cm_mpi_raise(c, MPI_ERR_TAG, func);
-	int fail = MPI_SUCCESS;
-	if (c->rank == local_leader) {
-		if (!(peer = cm_mpi_comm_get(peer_comm)))
-			fail = MPI_ERR_COMM;
-		else if (remote_leader < 0 || remote_leader >= cm_mpi_peer_count(peer) ||
-		         cm_mpi_group_rank_of(c->group, cm_mpi_peer_world(peer, remote_leader)) !=
-		             MPI_UNDEFINED)
-			fail = MPI_ERR_RANK; /* none, or one in the local group */
-	}
-	int their_size;
-	uint32_t pair;
-	struct cm_mpi_group *rg = NULL;
-	int rc = agree_across(c, local_leader, peer, remote_leader, peer ? peer->ctx_pt2pt : 0, tag,
-	                      fail, &c->size, 1, &their_size, &pair);
-	if (!rc && (their_size < 1 || their_size >= cm_mpi_comm_world()->size))
-		rc = MPI_ERR_INTERN; /* the other leader is in another call */
-	if (!rc)
-		rc = remote_list(c, local_leader, peer, remote_leader, tag, their_size, &rg);
-	if (!rc)
-		rc = inter_new(c->group, c->rank, rg, pair, c->errhandler, &d);
-	if (rc)
-		return cm_mpi_raise(c, rc, func);
-	*newintercomm = d->handle;
-	return MPI_SUCCESS;
-}
-
-/* The union of both groups: the group whose processes pass high = 0
- * first; when both pass the same, the group whose leader has the lower
- * rank in MPI_COMM_WORLD (the standard leaves that order to the
- * implementation). */
-int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm)
-{
-	static const char func[] = "MPI_Intercomm_merge";
-	CM_MPI_REQUIRE_INIT(func);
-	struct cm_mpi_comm *c = cm_mpi_comm_get(intercomm), *d = NULL;
-	if (!c || !c->remote)
-		return cm_mpi_raise(c, MPI_ERR_COMM, func);
-	if (!newintracomm)
-		return cm_mpi_raise(c, MPI_ERR_ARG, func);
-	int mine = high != 0, theirs;
-	uint32_t pair;
-	int rc = agree_across(c->local, 0, c, 0, c->ctx_coll, CM_COMM_TAG_EXCHANGE, 0, &mine, 1,
-	                      &theirs, &pair);
-	struct cm_mpi_group *g = NULL;
-	int L = c->size, R = c->remote->size;
-	if (!rc && !(g = cm_mpi_group_new(L + R)))
-		rc = MPI_ERR_NO_MEM;
-	if (!rc) {
-		int local_first =
-		    mine != theirs ? mine < theirs : c->group->world_of[0] < c->remote->world_of[0];
-		const struct cm_mpi_group *first = local_first ? c->group : c->remote;
-		const struct cm_mpi_group *second = local_first ? c->remote : c->group;
-		memcpy(g->world_of, first->world_of, (size_t)first->size * sizeof *g->world_of);
-		memcpy(g->world_of + first->size, second->world_of,
-		       (size_t)second->size * sizeof *g->world_of);
-		cm_mpi_group_index(g);
-		cm_mpi_ctx_pair_claim(pair);
-		if (!(d = cm_mpi_comm_new(g, local_first ? c->rank : R + c->rank, pair,
-		                          c->errhandler)))
-			rc = MPI_ERR_NO_MEM;
-	}
-	if (rc)
-		return cm_mpi_raise(c, rc, func);
-	*newintracomm = d->handle;
 	return MPI_SUCCESS;
 }
 

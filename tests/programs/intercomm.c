@@ -12,7 +12,8 @@
  *   Reduce_scatter(_block); Ibarrier, Ibcast, Iallreduce, Ialltoall
  *   pending at once;
  * - MPI_Intercomm_merge with each group first, MPI_Comm_dup (messages on
- *   the duplicate and the original never cross), a second
+ *   the duplicate and the original never cross), MPI_Comm_split (with
+ *   MPI_UNDEFINED and colors one group lacks) and MPI_Comm_create, a second
  *   inter-communicator with other leaders over another peer communicator;
  * - the calls that refuse an inter-communicator (MPI_Scan) or, under
  *   chanmem, an intra-communicator (MPI_Comm_remote_size, _remote_group,
@@ -509,6 +510,88 @@ static void check_dup(MPI_Comm ic, int round, uint64_t *digest)
 	TU_MPI(MPI_Comm_free(&d));
 }
 
+/* Color of group g's rank j among n in the split below. */
+static int split_color(int j, int n)
+{
+	return j == n - 1 && n > 2 ? MPI_UNDEFINED : j % 2;
+}
+
+/* The new inter-communicator's remote group must be the world ranks
+ * want[0..n-1], in order; an Allreduce on it sums them. */
+static void check_remote(MPI_Comm nc, const int *want, int n, const char *what, uint64_t *digest)
+{
+	int rn, sum, mine = tu_rank, total = 0;
+	TU_MPI(MPI_Comm_remote_size(nc, &rn));
+	TU_CHECK(rn == n, "%s: remote size %d, expected %d", what, rn, n);
+	MPI_Group remote, world;
+	TU_MPI(MPI_Comm_remote_group(nc, &remote));
+	TU_MPI(MPI_Comm_group(MPI_COMM_WORLD, &world));
+	for (int j = 0; j < n; j++) {
+		int w;
+		TU_MPI(MPI_Group_translate_ranks(remote, 1, &j, world, &w));
+		TU_CHECK(w == want[j], "%s: remote rank %d is world rank %d, expected %d", what, j,
+		         w, want[j]);
+		total += want[j];
+	}
+	TU_MPI(MPI_Group_free(&remote));
+	TU_MPI(MPI_Group_free(&world));
+	TU_MPI(MPI_Allreduce(&mine, &sum, 1, MPI_INT, MPI_SUM, nc));
+	TU_CHECK(sum == total, "%s: Allreduce %d, expected %d", what, sum, total);
+	*digest = tu_hash_u64(*digest, (uint64_t)sum);
+}
+
+/* MPI_Comm_split and MPI_Comm_create of the inter-communicator. */
+static void check_split_create(MPI_Comm ic, uint64_t *digest)
+{
+	/* Split: by parity of the local rank, in reverse rank order; a
+	 * group's last rank (of three or more) passes MPI_UNDEFINED. */
+	MPI_Comm nc;
+	int c = split_color(lrank, lsize);
+	TU_MPI(MPI_Comm_split(ic, c, -lrank, &nc));
+	int *want = xmalloc(((size_t)rsize + 1) * sizeof *want), n = 0, rank, size;
+	for (int j = rsize - 1; j >= 0 && c != MPI_UNDEFINED; j--)
+		if (split_color(j, rsize) == c)
+			want[n++] = remote_world(j);
+	if (n == 0) {
+		TU_CHECK(nc == MPI_COMM_NULL, "split: a communicator without a remote group");
+	} else {
+		int lower = 0, same = 0;
+		for (int i = 0; i < lsize; i++)
+			if (split_color(i, lsize) == c) {
+				same++;
+				lower += i > lrank;
+			}
+		TU_CHECK(nc != MPI_COMM_NULL, "split: MPI_COMM_NULL for color %d", c);
+		TU_MPI(MPI_Comm_rank(nc, &rank));
+		TU_MPI(MPI_Comm_size(nc, &size));
+		TU_CHECK(rank == lower && size == same, "split: rank %d of %d, expected %d of %d",
+		         rank, size, lower, same);
+		check_remote(nc, want, n, "split", digest);
+		TU_MPI(MPI_Comm_free(&nc));
+	}
+	/* Create: each group's first half (rounded up). */
+	MPI_Group g, half;
+	int range[1][3] = {{0, (lsize + 1) / 2 - 1, 1}};
+	TU_MPI(MPI_Comm_group(ic, &g));
+	TU_MPI(MPI_Group_range_incl(g, 1, range, &half));
+	TU_MPI(MPI_Comm_create(ic, half, &nc));
+	if (lrank >= (lsize + 1) / 2) {
+		TU_CHECK(nc == MPI_COMM_NULL, "create: a communicator outside the group");
+	} else {
+		n = (rsize + 1) / 2;
+		for (int j = 0; j < n; j++)
+			want[j] = remote_world(j);
+		TU_CHECK(nc != MPI_COMM_NULL, "create: MPI_COMM_NULL inside the group");
+		TU_MPI(MPI_Comm_rank(nc, &rank));
+		TU_CHECK(rank == lrank, "create: rank %d, expected %d", rank, lrank);
+		check_remote(nc, want, n, "create", digest);
+		TU_MPI(MPI_Comm_free(&nc));
+	}
+	TU_MPI(MPI_Group_free(&half));
+	TU_MPI(MPI_Group_free(&g));
+	free(want);
+}
+
 /* Leaders other than rank 0, over a duplicate of MPI_COMM_WORLD. */
 static void check_other_leaders(MPI_Comm half, int round, uint64_t *digest)
 {
@@ -582,6 +665,7 @@ static void round_of(int round, int count, int kill, MPI_Op compose_op, MPI_Data
 	check_merge(ic, color, 1, digest);     /* A passes 0: A first */
 	check_merge(ic, 1 - color, 0, digest); /* B passes 0: B first */
 	check_dup(ic, round, digest);
+	check_split_create(ic, digest);
 	check_other_leaders(half, round, digest);
 	check_refusals(ic);
 	TU_MPI(MPI_Comm_free(&ic));
