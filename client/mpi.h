@@ -327,10 +327,10 @@ int MPI_Comm_group(MPI_Comm comm, MPI_Group *group);
 int MPI_Comm_test_inter(MPI_Comm comm, int *flag);
 /* Inter-communicators: two disjoint groups; point-to-point ranks and the
  * roots of collectives name processes of the other (remote) group.
- * MPI_Comm_dup, _split, _create, _free, _compare, the attribute calls and
- * every collective but MPI_Scan / MPI_Exscan (and their non-blocking forms)
- * take them; MPI_Comm_create_group, _split_type, _idup and the topologies
- * need an intra-communicator. */
+ * MPI_Comm_dup, _idup, _split, _create, _free, _compare, the attribute
+ * calls and every collective but MPI_Scan / MPI_Exscan (and their
+ * non-blocking forms) take them; MPI_Comm_create_group, _split_type and
+ * the topologies need an intra-communicator. */
 int MPI_Comm_remote_size(MPI_Comm comm, int *size);
 int MPI_Comm_remote_group(MPI_Comm comm, MPI_Group *group);
 int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm,

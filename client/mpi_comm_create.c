@@ -32,7 +32,10 @@
  * above; made by idups with different leaders, different slices; with the
  * same leader, that process numbered them differently; one of each, the
  * ranges differ. The pair depends on the order of the leader's calls only,
- * never on timing. */
+ * never on timing. An idup of an inter-communicator needs a second pair,
+ * for the new local intra-communicator: each group's leader takes numbers
+ * k and k + 1 of its slice, and both groups use those of the leader with
+ * the lower world rank (the two leaders swap theirs in the coroutine). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -588,22 +591,45 @@ struct idup_args {
 	int k;
 };
 
+/* The leader broadcasts [its world rank, k]. Of an inter-communicator,
+ * each group's leader took two numbers (the second for the local
+ * intra-communicator); the leaders swap theirs and both groups take the
+ * pair of the leader with the lower world rank. */
 static int run_idup(const void *args)
 {
 	const struct idup_args *a = args;
-	int k = a->k; /* the coroutine's stack lives until it returns */
-	uint32_t pair;
-	int rc = cm_coll_bcast(a->parent, &k, 1, cm_mpi_type_get(MPI_INT), 0);
+	struct cm_mpi_comm *p = a->parent, *d = a->d;
+	const struct cm_mpi_datatype *ints = cm_mpi_type_get(MPI_INT);
+	/* on the coroutine's stack, which lives until it returns */
+	int lead[2] = {cm_mpi_world_rank(p, 0), a->k}, theirs[2];
+	int rc = MPI_SUCCESS;
+	if (p->remote && p->rank == 0) {
+		struct cm_coll k;
+		cm_coll_begin(&k, p, CM_COMM_TAG_EXCHANGE);
+		rc = cm_coll_sendrecv(&k, lead, 2, ints, 0, theirs, 2, ints, 0, 0);
+		if (!rc && theirs[0] < lead[0])
+			memcpy(lead, theirs, sizeof lead);
+	}
 	if (!rc)
-		rc = cm_mpi_ctx_idup_pair(cm_mpi_world_rank(a->parent, 0), k, &pair);
+		rc = cm_coll_bcast(p->remote ? p->local : p, lead, 2, ints, 0);
+	uint32_t pair, local_pair = 0;
+	if (!rc)
+		rc = cm_mpi_ctx_idup_pair(lead[0], lead[1], &pair);
+	if (!rc && d->local)
+		rc = cm_mpi_ctx_idup_pair(lead[0], lead[1] + 1, &local_pair);
 	if (!rc) {
-		a->d->ctx_pt2pt = 2 * pair;
-		a->d->ctx_coll = 2 * pair + 1;
-		a->d->pending = 0;
+		d->ctx_pt2pt = 2 * pair;
+		d->ctx_coll = 2 * pair + 1;
+		d->pending = 0;
+		if (d->local) {
+			d->local->ctx_pt2pt = 2 * local_pair;
+			d->local->ctx_coll = 2 * local_pair + 1;
+			d->local->pending = 0;
+		}
 	}
 	/* On error the communicator stays pending: its handle, which the
 	 * program holds, keeps naming nothing. */
-	return cm_mpi_raise(a->parent, rc, "MPI_Comm_idup");
+	return cm_mpi_raise(p, rc, "MPI_Comm_idup");
 }
 
 /* MPI_Comm_dup as if called now (attributes copied, error handler and
@@ -614,8 +640,8 @@ int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request)
 {
 	CM_MPI_REQUIRE_INIT("MPI_Comm_idup");
 	struct cm_mpi_comm *c = cm_mpi_comm_get(comm);
-	if (!c || c->remote)
-		return cm_mpi_raise(c, MPI_ERR_COMM, "MPI_Comm_idup");
+	if (!c)
+		return cm_mpi_raise(NULL, MPI_ERR_COMM, "MPI_Comm_idup");
 	if (!newcomm || !request)
 		return cm_mpi_raise(c, MPI_ERR_ARG, "MPI_Comm_idup");
 	cm_mpi_group_ref(c->group);
@@ -625,12 +651,24 @@ int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request)
 		d->pending = 1;
 		rc = topo_copy(c, d);
 	}
+	if (!rc && c->remote) {
+		cm_mpi_group_ref(c->group);
+		if ((d->local = cm_mpi_comm_new(c->group, c->rank, 0, c->errhandler))) {
+			d->local->pending = 1;
+			cm_mpi_group_ref(c->remote);
+			d->remote = c->remote;
+		} else {
+			rc = MPI_ERR_NO_MEM;
+		}
+	}
 	if (!rc)
 		rc = cm_mpi_attr_copy_all(c->attrs, c->handle, &d->attrs);
 	int raised = 0;
 	if (!rc) {
 		struct idup_args a = {
 		    .parent = c, .d = d, .k = c->rank == 0 ? cm_mpi_ctx_idup_lead() : 0};
+		if (c->remote && c->rank == 0)
+			cm_mpi_ctx_idup_lead(); /* k + 1: the local intra-communicator's */
 		rc = cm_nbc_start("MPI_Comm_idup", comm, run_idup, &a, sizeof a, request);
 		if (!rc) {
 			*newcomm = d->handle;

@@ -12,7 +12,8 @@
  *   Reduce_scatter(_block); Ibarrier, Ibcast, Iallreduce, Ialltoall
  *   pending at once;
  * - MPI_Intercomm_merge with each group first, MPI_Comm_dup (messages on
- *   the duplicate and the original never cross), MPI_Comm_split (with
+ *   the duplicate and the original never cross), MPI_Comm_idup (with a
+ *   collective on the original while it is pending), MPI_Comm_split (with
  *   MPI_UNDEFINED and colors one group lacks) and MPI_Comm_create, a second
  *   inter-communicator with other leaders over another peer communicator;
  * - the calls that refuse an inter-communicator (MPI_Scan) or, under
@@ -592,6 +593,40 @@ static void check_split_create(MPI_Comm ic, uint64_t *digest)
 	free(want);
 }
 
+/* MPI_Comm_idup, with an Allreduce on the original while it is pending;
+ * the duplicate's messages never match the original's. */
+static void check_idup(MPI_Comm ic, int round, uint64_t *digest)
+{
+	MPI_Comm d;
+	MPI_Request req;
+	int mine = tu_rank + round, sum, want = 0, cmp;
+	for (int j = 0; j < rsize; j++)
+		want += remote_world(j) + round;
+	TU_MPI(MPI_Comm_idup(ic, &d, &req));
+	TU_MPI(MPI_Allreduce(&mine, &sum, 1, MPI_INT, MPI_SUM, ic));
+	TU_CHECK(sum == want, "Allreduce during an idup: %d, expected %d", sum, want);
+	TU_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+	TU_MPI(MPI_Comm_compare(ic, d, &cmp));
+	TU_CHECK(cmp == MPI_CONGRUENT, "MPI_Comm_compare(ic, idup) = %d", cmp);
+	if (lrank == 0) {
+		/* Posted first on the original, the first message sent goes
+		 * on the duplicate: each must reach its own receive. */
+		int a = -1, b = -1, one = 100 + round, two = 200 + round;
+		MPI_Request r[2];
+		TU_MPI(MPI_Irecv(&a, 1, MPI_INT, 0, 11, ic, &r[0]));
+		TU_MPI(MPI_Irecv(&b, 1, MPI_INT, 0, 11, d, &r[1]));
+		TU_MPI(MPI_Send(&two, 1, MPI_INT, 0, 11, d));
+		TU_MPI(MPI_Send(&one, 1, MPI_INT, 0, 11, ic));
+		TU_MPI(MPI_Waitall(2, r, MPI_STATUSES_IGNORE));
+		TU_CHECK(a == 100 + round && b == 200 + round, "idup and original crossed: %d %d",
+		         a, b);
+	}
+	TU_MPI(MPI_Allreduce(&mine, &sum, 1, MPI_INT, MPI_SUM, d));
+	TU_CHECK(sum == want, "Allreduce on the idup: %d, expected %d", sum, want);
+	*digest = tu_hash_u64(*digest, (uint64_t)sum);
+	TU_MPI(MPI_Comm_free(&d));
+}
+
 /* Leaders other than rank 0, over a duplicate of MPI_COMM_WORLD. */
 static void check_other_leaders(MPI_Comm half, int round, uint64_t *digest)
 {
@@ -666,6 +701,7 @@ static void round_of(int round, int count, int kill, MPI_Op compose_op, MPI_Data
 	check_merge(ic, 1 - color, 0, digest); /* B passes 0: B first */
 	check_dup(ic, round, digest);
 	check_split_create(ic, digest);
+	check_idup(ic, round, digest);
 	check_other_leaders(half, round, digest);
 	check_refusals(ic);
 	TU_MPI(MPI_Comm_free(&ic));
