@@ -8,30 +8,13 @@
  * mpi_coll_model.c, the reduction operations in mpi_op.c. */
 #include "mpi_internal.h"
 
-/* One signal: a zero-byte message to `to` and one from `from`, both
- * posted before either is awaited, so nothing depends on the transport
- * buffering a send. */
+/* One signal: a zero-byte message to `to` and one from `from`. */
 static int signal_pair(struct cm_mpi_comm *c, int to, int from, int tag)
 {
 	static char token; /* zero-byte messages: any valid address will do */
-	const struct cm_mpi_datatype *byte = cm_mpi_type_get(MPI_BYTE);
-	struct cm_mpi_request *rr, *rs;
-	int rc = cm_mpi_start_recv(c, &token, 0, byte, from, tag, c->ctx_coll, &rr);
-	if (rc)
-		return rc;
-	rc = cm_mpi_start_send(c, &token, 0, byte, to, tag, c->ctx_coll, 0, &rs);
-	if (rc) {
-		cm_mpi_req_detach(rr);
-		return rc;
-	}
-	if (cm_mpi_req_wait(rs) < 0 || cm_mpi_req_wait(rr) < 0) {
-		cm_mpi_req_detach(rs);
-		cm_mpi_req_detach(rr);
-		return MPI_ERR_OTHER;
-	}
-	int send_err = cm_mpi_req_finish(rs, NULL);
-	int recv_err = cm_mpi_req_finish(rr, NULL);
-	return send_err ? send_err : recv_err;
+	int in_flight;
+	return cm_mpi_exchange(c, &token, 0, to, &token, 0, from, tag, c->ctx_coll, NULL,
+	                       &in_flight);
 }
 
 /* Dissemination barrier: in round k every rank signals rank + 2^k and

@@ -54,6 +54,21 @@ int cm_mpi_group_index(struct cm_mpi_group *g)
 	return MPI_SUCCESS;
 }
 
+int cm_mpi_group_of_list(const int *world, int n, struct cm_mpi_group **out)
+{
+	struct cm_mpi_group *g = cm_mpi_group_new(n);
+	if (!g)
+		return MPI_ERR_NO_MEM;
+	memcpy(g->world_of, world, (size_t)n * sizeof *world);
+	int rc = cm_mpi_group_index(g);
+	if (rc) {
+		cm_mpi_group_unref(g);
+		return rc;
+	}
+	*out = g;
+	return MPI_SUCCESS;
+}
+
 void cm_mpi_group_ref(struct cm_mpi_group *g)
 {
 	g->refs++;

@@ -56,30 +56,13 @@
 static int swap_ints(struct cm_mpi_comm *c, const int *out, int n_out, int to, int *in, int n_in,
                      int from, int tag, uint32_t ctx, int *in_flight)
 {
-	*in_flight = 0;
-	const struct cm_mpi_datatype *ints = cm_mpi_type_get(MPI_INT);
-	struct cm_mpi_request *rr, *rs;
-	int rc = cm_mpi_start_recv(c, in, n_in, ints, from, tag, ctx, &rr);
-	if (rc)
-		return rc;
-	rc = cm_mpi_start_send(c, out, n_out, ints, to, tag, ctx, 0, &rs);
-	if (rc) {
-		cm_mpi_req_detach(rr);
-		*in_flight = 1;
-		return rc;
-	}
-	if (cm_mpi_req_wait(rs) < 0 || cm_mpi_req_wait(rr) < 0) {
-		cm_mpi_req_detach(rs);
-		cm_mpi_req_detach(rr);
-		*in_flight = 1;
-		return MPI_ERR_OTHER;
-	}
 	MPI_Status st;
-	int send_err = cm_mpi_req_finish(rs, NULL);
-	int recv_err = cm_mpi_req_finish(rr, &st);
-	if (!send_err && !recv_err && st.cm_bytes != (MPI_Count)((size_t)n_in * sizeof(int)))
-		recv_err = MPI_ERR_INTERN;
-	return send_err ? send_err : recv_err;
+	size_t want = (size_t)n_in * sizeof *in;
+	int rc = cm_mpi_exchange(c, out, (size_t)n_out * sizeof *out, to, in, want, from, tag, ctx,
+	                         &st, in_flight);
+	if (!rc && st.cm_bytes != (MPI_Count)want)
+		rc = MPI_ERR_INTERN;
+	return rc;
 }
 
 /* Bruck's allgather among P members of c, member i being c's rank
@@ -306,17 +289,7 @@ static int group_of_list(const int *world, int n, struct cm_mpi_group **out)
 	for (int i = 0; i < n; i++)
 		if (world[i] < 0 || world[i] >= world_size)
 			return MPI_ERR_INTERN;
-	struct cm_mpi_group *g = cm_mpi_group_new(n);
-	if (!g)
-		return MPI_ERR_NO_MEM;
-	memcpy(g->world_of, world, (size_t)n * sizeof *world);
-	int rc = cm_mpi_group_index(g);
-	if (rc) {
-		cm_mpi_group_unref(g);
-		return rc;
-	}
-	*out = g;
-	return MPI_SUCCESS;
+	return cm_mpi_group_of_list(world, n, out);
 }
 
 /* The leaders swap their groups' world ranks over the peer communicator

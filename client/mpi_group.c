@@ -49,16 +49,9 @@ static int group_handle(struct cm_mpi_group *g, MPI_Group *out)
 /* A new group of the n world ranks listed, with a handle in *out. */
 static int group_of(const int *world, int n, MPI_Group *out)
 {
-	struct cm_mpi_group *g = cm_mpi_group_new(n);
-	if (!g)
-		return MPI_ERR_NO_MEM;
-	memcpy(g->world_of, world, (size_t)n * sizeof *world);
-	int rc = cm_mpi_group_index(g);
-	if (rc) {
-		cm_mpi_group_unref(g);
-		return rc;
-	}
-	return group_handle(g, out);
+	struct cm_mpi_group *g;
+	int rc = cm_mpi_group_of_list(world, n, &g);
+	return rc ? rc : group_handle(g, out);
 }
 
 static int raise_or(int rc, const char *func)

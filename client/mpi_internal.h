@@ -115,6 +115,9 @@ CM_HIDDEN struct cm_mpi_group *cm_mpi_group_new(int size);
 /* Builds the inverse table once world_of is filled in. Returns
  * MPI_SUCCESS, or MPI_ERR_RANK if a world rank repeats. */
 CM_HIDDEN int cm_mpi_group_index(struct cm_mpi_group *g);
+/* A new group of the n world ranks listed (refs = 1): MPI_ERR_RANK if one
+ * repeats, MPI_ERR_NO_MEM. */
+CM_HIDDEN int cm_mpi_group_of_list(const int *world, int n, struct cm_mpi_group **out);
 CM_HIDDEN void cm_mpi_group_ref(struct cm_mpi_group *g);
 CM_HIDDEN void cm_mpi_group_unref(struct cm_mpi_group *g);
 /* World rank -> rank in g, or MPI_UNDEFINED. */
@@ -484,6 +487,15 @@ CM_HIDDEN int cm_mpi_start_send(struct cm_mpi_comm *c, const void *buf, int coun
 CM_HIDDEN int cm_mpi_start_recv(struct cm_mpi_comm *c, void *buf, int count,
                                 const struct cm_mpi_datatype *type, int peer, int tag, uint32_t ctx,
                                 struct cm_mpi_request **out);
+/* A send of slen bytes to `to` and a receive of up to rlen bytes from
+ * `from`, on context ctx with tag, both posted (the receive first) before
+ * either is awaited: safe between two processes that both call it. *st
+ * (if not NULL) gets the receive's status. On an error that leaves a
+ * transfer running (*in_flight set) rbuf may still be written: the caller
+ * must not free it. */
+CM_HIDDEN int cm_mpi_exchange(struct cm_mpi_comm *c, const void *sbuf, size_t slen, int to,
+                              void *rbuf, size_t rlen, int from, int tag, uint32_t ctx,
+                              MPI_Status *st, int *in_flight);
 /* The same on a request object already allocated (a persistent request
  * being started): the send or receive is started in r. On error r may
  * hold a bounce buffer and a type reference the caller must drop. */

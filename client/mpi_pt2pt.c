@@ -2,6 +2,7 @@
  * the transport, and the blocking and non-blocking MPI calls built on
  * them. Ranks are translated to world ranks here; the transport sees world
  * ranks, a context id and packed bytes only. */
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +179,34 @@ int cm_mpi_start_recv(struct cm_mpi_comm *c, void *buf, int count,
 	}
 	*out = r;
 	return MPI_SUCCESS;
+}
+
+int cm_mpi_exchange(struct cm_mpi_comm *c, const void *sbuf, size_t slen, int to, void *rbuf,
+                    size_t rlen, int from, int tag, uint32_t ctx, MPI_Status *st, int *in_flight)
+{
+	const struct cm_mpi_datatype *bytes = cm_mpi_type_get(MPI_BYTE);
+	struct cm_mpi_request *rr, *rs;
+	*in_flight = 0;
+	if (slen > INT_MAX || rlen > INT_MAX)
+		return MPI_ERR_COUNT;
+	int rc = cm_mpi_start_recv(c, rbuf, (int)rlen, bytes, from, tag, ctx, &rr);
+	if (rc)
+		return rc;
+	rc = cm_mpi_start_send(c, sbuf, (int)slen, bytes, to, tag, ctx, 0, &rs);
+	if (rc) {
+		cm_mpi_req_detach(rr);
+		*in_flight = 1;
+		return rc;
+	}
+	if (cm_mpi_req_wait(rs) < 0 || cm_mpi_req_wait(rr) < 0) {
+		cm_mpi_req_detach(rs);
+		cm_mpi_req_detach(rr);
+		*in_flight = 1;
+		return MPI_ERR_OTHER;
+	}
+	int send_err = cm_mpi_req_finish(rs, NULL);
+	int recv_err = cm_mpi_req_finish(rr, st);
+	return send_err ? send_err : recv_err;
 }
 
 /* Waits for r and completes it: the tail of every blocking call. If the
