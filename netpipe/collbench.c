@@ -1,6 +1,6 @@
 /* collbench: the time of one collective call, the program of netpipe/coll-bench.
  *
- *   collbench [-x] [-r ROUNDS] [-t SECONDS] [-l LOWER] [-u UPPER] [COLLECTIVE...]
+ *   collbench [-x] [-i] [-r ROUNDS] [-t SECONDS] [-l LOWER] [-u UPPER] [COLLECTIVE...]
  *
  * COLLECTIVE: bcast, reduce, allreduce, allgather, alltoall (default: all five). For each
  * size from LOWER to UPPER bytes (default 1 .. 65536, doubling), it calls the collective in
@@ -13,7 +13,10 @@
  * reduce and allreduce (MPI_UNSIGNED_CHAR, MPI_BXOR, root 0), the block of each rank for
  * allgather, the block of each pair for alltoall. (Not MPI_SUM: Open MPI 4.1's AVX op
  * component saturates unsigned char sums instead of wrapping them.) After the timed rounds of each
- * size, one more call is checked against its expected result on every rank (-x: not checked). Plain
+ * size, one more call is checked against its expected result on every rank (-x: not checked).
+ * -i: on an inter-communicator between the even and the odd ranks (at least 2) instead of
+ * MPI_COMM_WORLD: bcast and reduce between world rank 0 and the odd ranks, allreduce, allgather
+ * and alltoall across the two groups (BYTES per block, from and to each remote process). Plain
  * MPI: it builds with cmcc and with any other mpicc. */
 #include <mpi.h>
 #include <stdio.h>
@@ -25,26 +28,42 @@ static const char *const names[NCOLL] = {"bcast", "reduce", "allreduce", "allgat
 
 static int rank, size;
 static unsigned char *sbuf, *rbuf;
+/* The communicator timed; with -i an inter-communicator, where this rank is rank `me`
+ * of the even (color 0) or odd ranks and `peers` processes form the other group. */
+static MPI_Comm comm = MPI_COMM_WORLD;
+static int inter, color, me, peers;
+
+/* World rank of process k of the group the collectives address. */
+static int peer_world(int k)
+{
+	return inter ? 2 * k + 1 - color : k;
+}
+
+/* The root argument of this rank: world rank 0 is the root. */
+static int root_arg(void)
+{
+	if (!inter)
+		return 0;
+	return color == 1 ? 0 : rank == 0 ? MPI_ROOT : MPI_PROC_NULL;
+}
 
 static void call(enum coll c, int n)
 {
 	switch (c) {
 	case BCAST:
-		MPI_Bcast(sbuf, n, MPI_UNSIGNED_CHAR, 0, MPI_COMM_WORLD);
+		MPI_Bcast(sbuf, n, MPI_UNSIGNED_CHAR, root_arg(), comm);
 		break;
 	case REDUCE:
-		MPI_Reduce(sbuf, rbuf, n, MPI_UNSIGNED_CHAR, MPI_BXOR, 0, MPI_COMM_WORLD);
+		MPI_Reduce(sbuf, rbuf, n, MPI_UNSIGNED_CHAR, MPI_BXOR, root_arg(), comm);
 		break;
 	case ALLREDUCE:
-		MPI_Allreduce(sbuf, rbuf, n, MPI_UNSIGNED_CHAR, MPI_BXOR, MPI_COMM_WORLD);
+		MPI_Allreduce(sbuf, rbuf, n, MPI_UNSIGNED_CHAR, MPI_BXOR, comm);
 		break;
 	case ALLGATHER:
-		MPI_Allgather(sbuf, n, MPI_UNSIGNED_CHAR, rbuf, n, MPI_UNSIGNED_CHAR,
-		              MPI_COMM_WORLD);
+		MPI_Allgather(sbuf, n, MPI_UNSIGNED_CHAR, rbuf, n, MPI_UNSIGNED_CHAR, comm);
 		break;
 	case ALLTOALL:
-		MPI_Alltoall(sbuf, n, MPI_UNSIGNED_CHAR, rbuf, n, MPI_UNSIGNED_CHAR,
-		             MPI_COMM_WORLD);
+		MPI_Alltoall(sbuf, n, MPI_UNSIGNED_CHAR, rbuf, n, MPI_UNSIGNED_CHAR, comm);
 		break;
 	default:
 		break;
@@ -68,11 +87,11 @@ static void fill(enum coll c, int n)
 static int check(enum coll c, int n)
 {
 	size_t un = (size_t)n;
-	for (size_t j = 0; j < un * (size_t)size; j++) {
+	for (size_t j = 0; j < un * (size_t)peers; j++) {
 		unsigned char want = 0, got;
 		switch (c) {
-		case BCAST:
-			if (j >= un)
+		case BCAST: /* on an inter-communicator, the root's group receives nothing */
+			if (j >= un || (inter && color == 0))
 				return 0;
 			want = input(0, j), got = sbuf[j];
 			break;
@@ -80,15 +99,16 @@ static int check(enum coll c, int n)
 		case ALLREDUCE:
 			if (j >= un || (c == REDUCE && rank != 0))
 				return 0;
-			for (int r = 0; r < size; r++)
-				want ^= input(r, j);
+			for (int k = 0; k < peers; k++)
+				want ^= input(peer_world(k), j);
 			got = rbuf[j];
 			break;
 		case ALLGATHER:
-			want = input((int)(j / un), j % un), got = rbuf[j];
+			want = input(peer_world((int)(j / un)), j % un), got = rbuf[j];
 			break;
-		default: /* block j / n came from that rank, which sent its block for us */
-			want = input((int)(j / un), (size_t)rank * un + j % un), got = rbuf[j];
+		default: /* block j / n came from that process, which sent its block for us */
+			want = input(peer_world((int)(j / un)), (size_t)me * un + j % un),
+			got = rbuf[j];
 			break;
 		}
 		if (got != want) {
@@ -115,10 +135,10 @@ static double round_time(enum coll c, int n, long iters)
 static void usage_exit(void)
 {
 	if (rank == 0)
-		fprintf(stderr,
-		        "usage: collbench [-x] [-r ROUNDS (1..100)] [-t SECONDS (0.001..10)] "
-		        "[-l LOWER] [-u UPPER (1..2^24)] "
-		        "[bcast|reduce|allreduce|allgather|alltoall]...\n");
+		fprintf(stderr, "usage: collbench [-x] [-i (2 ranks or more)] [-r ROUNDS (1..100)] "
+		                "[-t SECONDS (0.001..10)] "
+		                "[-l LOWER] [-u UPPER (1..2^24)] "
+		                "[bcast|reduce|allreduce|allgather|alltoall]...\n");
 	MPI_Abort(MPI_COMM_WORLD, 2);
 }
 
@@ -134,6 +154,8 @@ int main(int argc, char **argv)
 		const char *a = argv[i];
 		if (strcmp(a, "-x") == 0) {
 			verify = 0;
+		} else if (strcmp(a, "-i") == 0) {
+			inter = 1;
 		} else if ((!strcmp(a, "-r") || !strcmp(a, "-t") || !strcmp(a, "-l") ||
 		            !strcmp(a, "-u")) &&
 		           i + 1 < argc) {
@@ -159,8 +181,18 @@ int main(int argc, char **argv)
 		}
 	}
 	if (rounds < 1 || rounds > 100 || !(trial >= 0.001 && trial <= 10) || lower < 1 ||
-	    upper < lower || upper > (1L << 24))
+	    upper < lower || upper > (1L << 24) || (inter && size < 2))
 		usage_exit();
+	me = rank, peers = size;
+	if (inter) {
+		MPI_Comm half;
+		color = rank % 2;
+		MPI_Comm_split(MPI_COMM_WORLD, color, rank, &half);
+		MPI_Comm_rank(half, &me);
+		MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, 1 - color, 1, &comm);
+		MPI_Comm_remote_size(comm, &peers);
+		MPI_Comm_free(&half);
+	}
 	size_t cap = (size_t)upper * (size_t)size;
 	sbuf = malloc(cap);
 	rbuf = malloc(cap);
@@ -200,6 +232,8 @@ int main(int argc, char **argv)
 	}
 	free(sbuf);
 	free(rbuf);
+	if (inter)
+		MPI_Comm_free(&comm);
 	MPI_Finalize();
 	return 0;
 }
