@@ -312,6 +312,12 @@ static int spin_wait(struct direct *s)
 		return 0;
 	long long until = now_us() + s->spin_us;
 	uint64_t before = s->happenings;
+	/* Writing a frame whose send had completed on a copy reports nothing
+	 * (its on_sent came at the copy), yet it is what wait_queue_room waits
+	 * for. If the spin wrote all that was queued and said nothing happened,
+	 * progress would sleep in epoll with no output to wait for, and the
+	 * readers, who wait for our next send, would not wake it: a hang. */
+	size_t queued = s->queued;
 	do {
 		if (cm_connset_poll(&s->net, s->rank, 0, accept_all, s) < 0)
 			return -1;
@@ -319,7 +325,7 @@ static int spin_wait(struct direct *s)
 		reap(s);
 		if (s->dead)
 			return -1;
-		if (s->happenings != before)
+		if (s->happenings != before || s->queued != queued)
 			return 1;
 		sched_yield();
 	} while (now_us() < until);

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "conn.h"
 #include "jobenv.h"
 #include "net.h"
 #include "protocol.h"
@@ -295,6 +296,66 @@ START_TEST(partial_frames_and_adopted_connection)
 }
 END_TEST
 
+/* Rank 0 sends small messages (copied when the socket is full) to rank 1
+ * until its queue passes CM_QUEUE_MAX, so its sends wait in the transport
+ * for room, polling before they sleep; rank 1 takes them in as fast as it
+ * can, with pauses that let the queue fill again, and sends nothing until
+ * it has them all. A long spin (CHANMEM_DIRECT_SPIN_US, set by the test)
+ * makes it likely that the whole queue reaches the kernel while rank 0
+ * polls: its send must then go on, not sleep waiting for rank 1, which
+ * waits for that send. Rank 2 only gives rank 0 a second connection to
+ * wait on (with one, rank 0 would sleep in a bounded read on it instead
+ * of an unbounded epoll_wait, and go on anyway) and keeps it open to the
+ * end. A rank 0 asleep there stays so until rank 2's wait gives up
+ * (t_wait's bound): the job fails. */
+#define QUEUE_MSG_LEN 4096
+#define QUEUE_MSGS (4 * (int)(CM_QUEUE_MAX / QUEUE_MSG_LEN))
+#define QUEUE_PAUSE_EVERY (QUEUE_MSGS / 8)
+#define QUEUE_PAUSE_MS 30
+
+static int scenario_queue_drained_while_spinning(struct cm_transport *t, int rank, int size)
+{
+	(void)size;
+	static uint8_t buf[QUEUE_MSG_LEN];
+	struct cm_req st;
+	if (rank == 2) {
+		if (t_send(t, 0, 3, 0, "a", 1, 0) < 0 || t_recv(t, 0, 4, 0, buf, 1, &st) < 0)
+			FAILF("exchange with rank 0");
+		return 0;
+	}
+	if (rank == 0) {
+		if (t_recv(t, 2, 3, 0, buf, 1, &st) < 0)
+			FAILF("rank 2's message");
+		for (int i = 0; i < QUEUE_MSGS; i++) {
+			fill_pattern(buf, sizeof buf, (uint32_t)i);
+			if (t_send(t, 1, 1, 0, buf, sizeof buf, 0) < 0)
+				FAILF("send %d", i);
+		}
+		if (t_recv(t, 1, 2, 0, buf, 1, &st) < 0 || t_send(t, 2, 4, 0, "c", 1, 0) < 0)
+			FAILF("the end");
+		return 0;
+	}
+	for (int i = 0; i < QUEUE_MSGS; i++) {
+		if (i % QUEUE_PAUSE_EVERY == 0)
+			poll(NULL, 0, QUEUE_PAUSE_MS);
+		if (t_recv(t, 0, 1, 0, buf, sizeof buf, &st) < 0 || st.st_bytes != sizeof buf ||
+		    check_pattern(buf, sizeof buf, (uint32_t)i) != (size_t)-1)
+			FAILF("message %d of %d", i, QUEUE_MSGS);
+	}
+	if (t_send(t, 0, 2, 0, "b", 1, 0) < 0)
+		FAILF("answer");
+	return 0;
+}
+
+START_TEST(queue_drained_while_spinning)
+{
+	setenv("CHANMEM_DIRECT_SPIN_US", "100000", 1);
+	int rc = run(3, scenario_queue_drained_while_spinning);
+	unsetenv("CHANMEM_DIRECT_SPIN_US");
+	ck_assert_int_eq(rc, 0);
+}
+END_TEST
+
 static Suite *direct_suite(void)
 {
 	Suite *s = suite_create("transport_direct");
@@ -312,6 +373,7 @@ static Suite *direct_suite(void)
 	tcase_add_test(tc, singleton);
 	tcase_add_test(tc, intruders_refused);
 	tcase_add_test(tc, partial_frames_and_adopted_connection);
+	tcase_add_test(tc, queue_drained_while_spinning);
 	suite_add_tcase(s, tc);
 	return s;
 }
