@@ -86,11 +86,12 @@ itest_selected() {
 
 # itest_rotated CASE SLOT SLOTS R: true when configuration SLOT (0 ..
 # SLOTS-1) is one of the R (0 < R < SLOTS) that run CASE; else always true.
-# Cases are numbered in the order they are first asked about, the same in
-# every configuration, and case N runs in slots N, N + SLOTS/R, ... (mod
-# SLOTS): every case runs R times, each configuration runs R of every SLOTS
-# consecutive cases, and a case's R configurations are spread over the
-# list, not next to each other.
+# Cases are numbered in the order they are first asked about, which must
+# not depend on the answers (it must be the same in every configuration:
+# ask about every case, not until one is selected), and case N runs in
+# slots N, N + SLOTS/R, ... (mod SLOTS): every case runs R times, each
+# configuration runs R of every SLOTS consecutive cases, and a case's R
+# configurations are spread over the list, not next to each other.
 declare -gA itest_rotation=()
 itest_rotation_next=0
 itest_rotated() {
