@@ -28,8 +28,10 @@ run_suite() { # $1 = label, $2 = build dir, $3 = configure flags, [$4 = tests to
 		return
 	}
 	echo "test: $label suite"
-	local status=0 tests=${4:-} all t
+	local status=0 tests=${4:-} all t smoke=()
 	if [ -z "$tests" ]; then
+		# The whole list: what make check runs beside it too.
+		smoke=(NETPIPE_SMOKE=1)
 		all=" $(make -s --no-print-directory -C "$2/tests" print-tests) "
 		if [ -z "${all// /}" ]; then
 			echo "test: $label: no test list (make print-tests)"
@@ -41,8 +43,8 @@ run_suite() { # $1 = label, $2 = build dir, $3 = configure flags, [$4 = tests to
 		done
 		tests+=$all
 	fi
-	make -C "$2" -s -j"${SUITE_JOBS:-$(nproc)}" check TESTS="$(echo $tests)" >"$2/check.out" 2>&1 ||
-		status=$?
+	make -C "$2" -s -j"${SUITE_JOBS:-$(nproc)}" check TESTS="$(echo $tests)" "${smoke[@]}" \
+		>"$2/check.out" 2>&1 || status=$?
 	grep -E '^(PASS|FAIL|XFAIL|XPASS|ERROR|SKIP):' "$2/check.out" | sed "s/^/  [$label] /"
 	local pass fail
 	pass=$(grep -cE '^(PASS|XFAIL):' "$2/check.out")
