@@ -16,6 +16,11 @@
 # stencil_with_rank, stencil_during_replay, big, restart_hello, again and
 # standby_dies (with --cm-standby only), ck64, ck2m,
 # npcm).
+# MODES_ROTATE=R (a number) runs each case in R of the modes instead of
+# all (AddressSanitizer; see lib.sh's itest_each_mode), MODES_ROTATE=threads
+# changes nothing here: the modes run with their default thread count. CM_DEATH_CK2M_STEPS (300)
+# shortens the 2 MiB ring where every step is slow (ThreadSanitizer): its
+# kills still land in its first seconds.
 # CM_DEATH_STANDBY=1 runs them all with cmrun --cm-standby instead: each
 # CM mirrors its journal to a standby, which takes over at the CM's first
 # death; a second death of the same CM restarts it on the standby's
@@ -32,18 +37,33 @@ ITEST_JOB_TIMEOUT=120s
 # 4 s), so each kill it counts lands before the job ends, and a loaded
 # machine only stretches the program.
 CK64=(ckpt_kill 800 65536 3 test)
-CK2M=(ckpt_kill 300 2097152 3 test)
-
-ft_ref cmd_ref_master --cms 2 -- cm_death master 4000
-ft_ref cmd_ref_stencil --cms 2 -- cm_death stencil 1000
-ft_ref cmd_ref_big --cms 2 -- ft_suite big 20
-ft_ref cmd_ref_ck64 --cms 2 -- "${CK64[@]}"
-ft_ref cmd_ref_ck2m --cms 2 -- "${CK2M[@]}"
-ft_ref cmd_ref_ring --cms 2 -- ft_suite ring 30
+CK2M=(ckpt_kill "${CM_DEATH_CK2M_STEPS:-300}" 2097152 3 test)
 
 FT_CM_OPT=--cm-restart
 [ "${CM_DEATH_STANDBY:-0}" = 1 ] && FT_CM_OPT=--cm-standby
-[ "$FT_CM_OPT" = --cm-standby ] && FT_SLEEP_MS=50 ft_ref cmd_ref_ring_long --cms 2 -- ft_suite ring 60
+
+# listed CASE...: one of the cases is in CM_DEATH_CASES (or it is unset),
+# and with standbys where the case needs them.
+listed() {
+	local c
+	for c in "$@"; do
+		case $c in
+		again | standby_dies) [ "$FT_CM_OPT" = --cm-standby ] || continue ;;
+		esac
+		[ -z "${CM_DEATH_CASES:-}" ] || [[ " $CM_DEATH_CASES " == *" $c "* ]] || continue
+		return 0
+	done
+	return 1
+}
+
+# The references that the listed cases compare with, once for all modes.
+listed master && ft_ref cmd_ref_master --cms 2 -- cm_death master 4000
+listed stencil_with_rank stencil_during_replay && ft_ref cmd_ref_stencil --cms 2 -- cm_death stencil 1000
+listed big && ft_ref cmd_ref_big --cms 2 -- ft_suite big 20
+listed ck64 && ft_ref cmd_ref_ck64 --cms 2 -- "${CK64[@]}"
+listed ck2m && ft_ref cmd_ref_ck2m --cms 2 -- "${CK2M[@]}"
+listed restart_hello && ft_ref cmd_ref_ring --cms 2 -- ft_suite ring 30
+listed again standby_dies && FT_SLEEP_MS=50 ft_ref cmd_ref_ring_long --cms 2 -- ft_suite ring 60
 
 # cm_same NAME REF CM_DEATHS [cmrun options] -- PROGRAM ARGS: as ft_same,
 # and the fault report counts CM_DEATHS restarted channel memories.
@@ -66,8 +86,10 @@ cm_same() {
 	fi
 }
 
+# wanted CASE: listed, and this mode is one of those that run it (the
+# cases' order, not their names with the mode, numbers them).
 wanted() {
-	[ -z "${CM_DEATH_CASES:-}" ] || [[ " $CM_DEATH_CASES " == *" $1 "* ]]
+	listed "$1" && itest_rotated "$1" "$slot" "$slots" "${MODES_ROTATE:-0}"
 }
 
 scenarios() {
@@ -170,7 +192,9 @@ scenarios() {
 	fi
 }
 
-for mode in ${MODES_ONLY:-mono thread-per-client multiplexer specialized}; do
-	CHANMEM_TEST_MODE=$mode scenarios
+read -r -a modes <<<"${MODES_ONLY:-mono thread-per-client multiplexer specialized}"
+slots=${#modes[@]}
+for ((slot = 0; slot < slots; slot++)); do
+	CHANMEM_TEST_MODE=${modes[slot]} scenarios
 done
 itest_finish

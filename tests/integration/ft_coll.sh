@@ -39,7 +39,10 @@
 #
 # MODES_ONLY="a b" limits the modes; FT_COLL_KINDS="kill cm sb" the kinds
 # of run, FT_COLL_ITERS_SMALL and FT_COLL_ITERS_BIG (1500 and 40) the
-# iterations (the sanitizer builds run fewer).
+# iterations (the sanitizer builds run fewer). MODES_ROTATE=R, a number
+# below the number of modes (AddressSanitizer), keeps half of the runs that
+# kill ranks only: each mode still runs one with checkpoints and one
+# without, one of each size.
 # Run I takes seed S+I (in its name; S is printed first and comes from
 # FT_COLL_SEED, or the clock): FT_COLL_SEED=S ITEST_ONLY=NAME repeats it
 # with the same kind, mode and options.
@@ -142,7 +145,12 @@ i=0
 for ckpt in 0 1; do
 	for size in small big; do
 		for m in 0 1 2 3; do
-			run_one "$i" kill "$size" "$ckpt"
+			s=0
+			[ "$size" = big ] && s=1
+			if ! [[ ${MODES_ROTATE:-} =~ ^[0-9]+$ ]] || [ "$MODES_ROTATE" -ge ${#MODES[@]} ] ||
+				[ $(((ckpt + s + i % ${#MODES[@]}) % 2)) -eq 0 ]; then
+				run_one "$i" kill "$size" "$ckpt"
+			fi
 			i=$((i + 1))
 		done
 	done

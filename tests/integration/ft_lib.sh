@@ -21,6 +21,21 @@ ft_ref() {
 	itest_pass "$name"
 }
 
+# ft_ref_for "CASE..." NAME [cmrun options] -- PROGRAM ARGS: ft_ref, when
+# one of the CASEs that compare with it is selected (ITEST_ONLY, the
+# rotation of cases over modes: see lib.sh): a reference run that no case
+# reads is time lost. Every CASE is asked about, in order, whatever the
+# answers: the rotation numbers the cases in the order they are first
+# asked about, which must be the same in every configuration.
+ft_ref_for() {
+	local cases=$1 c any=0
+	shift
+	for c in $cases; do
+		itest_selected "$c" && any=1
+	done
+	[ "$any" = 0 ] || ft_ref "$@"
+}
+
 # ft_same NAME REF [cmrun options] -- PROGRAM ARGS: exit 0, empty stderr,
 # same per-rank output as REF, no leftovers. FT_* come from the caller;
 # FT_VERBOSE=1 (the job runs with -v) lets cmrun's, cmserver's and

@@ -3,7 +3,9 @@
 # (ft_wtime.sh) against every cmserver mode, parameterised through
 # CHANMEM_TEST_MODE / CHANMEM_CM_THREADS. MODES_ONLY="a b" limits the modes;
 # MODES_THREADS overrides the thread counts ("1 4": one loop, and more loops
-# than this machine's cores). See lib.sh's itest_each_mode.
+# than this machine's cores); MODES_ROTATE=R runs each scenario in R of the
+# configurations instead of all (the sanitizer runs). See lib.sh's
+# itest_each_mode.
 here=$(dirname "$0")
 . "$here/lib.sh"
 
@@ -16,4 +18,4 @@ ft_scripts() {
 	return $status
 }
 
-itest_each_mode "1 4" ft_scripts
+itest_each_mode --rotate "1 4" ft_scripts

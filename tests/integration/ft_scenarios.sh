@@ -15,9 +15,11 @@ itest_setup
 NP=4
 RING=30 MASTER=8 BIG=5
 
-ft_ref ft_ref_ring -- ft_suite ring $RING
-ft_ref ft_ref_master -- ft_suite master $MASTER
-ft_ref ft_ref_big -- ft_suite big $BIG
+ft_ref_for "ft_sc_ring_once ft_sc_ring_twice ft_sc_ring_two_at_once ft_sc_ring_during_replay" \
+	ft_ref_ring -- ft_suite ring $RING
+ft_ref_for "ft_sc_master_master ft_sc_master_worker ft_sc_master_two_twice ft_sc_master_random" \
+	ft_ref_master -- ft_suite master $MASTER
+ft_ref_for "ft_sc_big_mid_transfer ft_sc_big_two_at_once" ft_ref_big -- ft_suite big $BIG
 
 FT_KILL_RANK=1 FT_KILL_AT=15 ft_same ft_sc_ring_once ft_ref_ring -- ft_suite ring $RING
 FT_KILL_RANK=2 FT_KILL_AT=10 FT_KILL_TIMES=2 ft_same ft_sc_ring_twice ft_ref_ring -- \

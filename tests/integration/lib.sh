@@ -72,10 +72,39 @@ itest_setup() {
 }
 
 itest_selected() {
+	if [ -n "${ITEST_ROTATE_SLOTS:-}" ]; then
+		itest_rotated "$1" "$ITEST_ROTATE_SLOT" "$ITEST_ROTATE_SLOTS" "$ITEST_ROTATE_R" ||
+			return 1
+	fi
 	[ -z "${ITEST_ONLY:-}" ] && return 0
 	local want
 	for want in $ITEST_ONLY; do
 		[ "$want" = "$1" ] && return 0
+	done
+	return 1
+}
+
+# itest_rotated CASE SLOT SLOTS R: true when configuration SLOT (0 ..
+# SLOTS-1) is one of the R (0 < R < SLOTS) that run CASE; else always true.
+# Cases are numbered in the order they are first asked about, which must
+# not depend on the answers (it must be the same in every configuration:
+# ask about every case, not until one is selected), and case N runs in
+# slots N, N + SLOTS/R, ... (mod SLOTS): every case runs R times, each
+# configuration runs R of every SLOTS consecutive cases, and a case's R
+# configurations are spread over the list, not next to each other.
+declare -gA itest_rotation=()
+itest_rotation_next=0
+itest_rotated() {
+	local slot=$2 slots=$3 r=$4 n j
+	[[ $r =~ ^[0-9]+$ ]] && [ "$r" -gt 0 ] && [ "$r" -lt "$slots" ] || return 0
+	n=${itest_rotation[$1]:-}
+	if [ -z "$n" ]; then
+		n=$itest_rotation_next
+		itest_rotation[$1]=$n
+		itest_rotation_next=$((n + 1))
+	fi
+	for ((j = 0; j < r; j++)); do
+		[ $(((n + j * (slots / r)) % slots)) -eq "$slot" ] && return 0
 	done
 	return 1
 }
@@ -315,25 +344,60 @@ itest_finish() {
 	[ "$itest_failures" -eq 0 ]
 }
 
-# itest_each_mode THREADS COMMAND [ARGS...]: runs COMMAND once for every cmserver mode
-# and thread count, after a line "=== mode M, threads N", with CHANMEM_TEST_MODE=M and
-# CHANMEM_CM_THREADS=N in its environment. The modes that take --threads (multiplexer,
-# specialized) run with each count of THREADS ("1 2 4"), the others with 1.
-# MODES_ONLY="a b" limits the modes, MODES_THREADS="1 4" replaces THREADS (the
-# sanitizer runs of scripts/test.sh set both). Returns 1 if any run failed.
+# itest_each_mode [--rotate] THREADS COMMAND [ARGS...]: runs COMMAND once for every
+# cmserver mode and thread count, after a line "=== mode M, threads N", with
+# CHANMEM_TEST_MODE=M and CHANMEM_CM_THREADS=N in its environment. The modes that
+# take --threads (multiplexer, specialized) run with each count of THREADS ("1 2 4"),
+# the others with 1. MODES_ONLY="a b" limits the modes, MODES_THREADS="1 4" replaces
+# THREADS (the sanitizer runs of scripts/test.sh set both).
+# With --rotate, MODES_ROTATE (the sanitizer runs) spreads the cases (the names
+# itest_selected is asked about) over the configurations instead of running each
+# in all of them (see itest_rotated):
+#   MODES_ROTATE=threads  each case in every mode, with one of its thread counts
+#                         (ThreadSanitizer: every engine sees every case)
+#   MODES_ROTATE=R        each case in R configurations (AddressSanitizer: the
+#                         code paths, not their repetition in every engine)
+# Returns 1 if any run failed.
 itest_each_mode() {
+	local rotate=
+	if [ "$1" = --rotate ]; then
+		rotate=${MODES_ROTATE:-}
+		shift
+	fi
 	local default_threads=$1
 	shift
-	local mode threads counts status=0
+	local mode threads counts status=0 configs=() c slot=0 mi=0 ti
 	for mode in ${MODES_ONLY:-mono thread-per-client multiplexer specialized}; do
 		case $mode in
 		multiplexer | specialized) counts=${MODES_THREADS:-$default_threads} ;;
 		*) counts=1 ;;
 		esac
+		ti=0
 		for threads in $counts; do
-			echo "=== mode $mode, threads $threads"
-			CHANMEM_TEST_MODE=$mode CHANMEM_CM_THREADS=$threads "$@" || status=1
+			configs+=("$mode $threads $mi $ti $(wc -w <<<"$counts")")
+			ti=$((ti + 1))
 		done
+		mi=$((mi + 1))
+	done
+	for c in "${configs[@]}"; do
+		read -r mode threads mi ti counts <<<"$c"
+		echo "=== mode $mode, threads $threads"
+		case $rotate in
+		threads)
+			# Within the mode; shifted by the mode's place, so that a
+			# case does not run with the same count in every mode.
+			ITEST_ROTATE_SLOT=$(((ti + mi) % counts)) ITEST_ROTATE_SLOTS=$counts ITEST_ROTATE_R=1 \
+				CHANMEM_TEST_MODE=$mode CHANMEM_CM_THREADS=$threads "$@" || status=1
+			;;
+		'')
+			CHANMEM_TEST_MODE=$mode CHANMEM_CM_THREADS=$threads "$@" || status=1
+			;;
+		*)
+			ITEST_ROTATE_SLOT=$slot ITEST_ROTATE_SLOTS=${#configs[@]} ITEST_ROTATE_R=$rotate \
+				CHANMEM_TEST_MODE=$mode CHANMEM_CM_THREADS=$threads "$@" || status=1
+			;;
+		esac
+		slot=$((slot + 1))
 	done
 	return $status
 }
