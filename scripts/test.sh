@@ -18,7 +18,7 @@ long_first="integration/ft_coll.sh integration/rank_retain_bound.sh fuzz/run.sh
 	integration/ft_cm_standby.sh integration/ft_cm_death.sh integration/modes_pt2pt.sh
 	integration/cm_log_bound.sh integration/bigmsg.sh integration/ft_modes.sh
 	netns/netns_partition.sh integration/coll_switch.sh unit/test_cm_reconnect
-	unit/test_harden_live integration/ft_cm_hello_race.sh"
+	unit/test_harden_live integration/ft_cm_hello_race.sh integration/intercomm.sh"
 
 run_suite() { # $1 = label, $2 = build dir, $3 = configure flags, [$4 = tests to run, in order]
 	local label=$1
