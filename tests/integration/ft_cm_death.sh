@@ -17,10 +17,10 @@
 # standby_dies (with --cm-standby only), ck64, ck2m,
 # npcm).
 # MODES_ROTATE=R (a number) runs each case in R of the modes instead of
-# all (AddressSanitizer; see lib.sh's itest_each_mode), MODES_ROTATE=threads
-# changes nothing here: the modes run with their default thread count. CM_DEATH_CK2M_STEPS (300)
-# shortens the 2 MiB ring where every step is slow (ThreadSanitizer): its
-# kills still land in its first seconds.
+# all (AddressSanitizer; see lib.sh's itest_each_mode); MODES_ROTATE=threads
+# changes nothing here: the modes run with their default thread count.
+# CM_DEATH_CK2M_STEPS (300) shortens the 2 MiB ring where every step is
+# slow (ThreadSanitizer): its kills still land in its first seconds.
 # CM_DEATH_STANDBY=1 runs them all with cmrun --cm-standby instead: each
 # CM mirrors its journal to a standby, which takes over at the CM's first
 # death; a second death of the same CM restarts it on the standby's
