@@ -101,6 +101,7 @@ END_TEST
 
 struct racer {
 	struct cm_logmem *m;
+	pthread_barrier_t *filled;
 	unsigned seed;
 	unsigned taken;
 };
@@ -110,6 +111,16 @@ static void *race(void *arg)
 	struct racer *r = arg;
 	void *keep[4] = {0};
 	size_t got[4] = {0};
+	/* Every thread first asks for its four largest payloads and waits for
+	 * the others to have asked too: 16 x 96 KiB cannot all fit in the
+	 * bound, so it is reached however the threads are scheduled. */
+	for (unsigned slot = 0; slot < 4; slot++) {
+		bool h;
+		keep[slot] = cm_logmem_alloc_admitted(r->m, 96 * KIB, &got[slot], &h);
+		if (keep[slot])
+			r->taken++;
+	}
+	pthread_barrier_wait(r->filled);
 	for (unsigned i = 0; i < ROUNDS; i++) {
 		unsigned slot = (unsigned)rand_r(&r->seed) % 4;
 		if (keep[slot]) {
@@ -134,8 +145,10 @@ START_TEST(threads_never_pass_bound)
 	struct cm_logmem *m = cm_logmem_new(RACE_BOUND);
 	pthread_t t[RACERS];
 	struct racer r[RACERS];
+	pthread_barrier_t filled;
+	ck_assert_int_eq(pthread_barrier_init(&filled, NULL, RACERS), 0);
 	for (unsigned i = 0; i < RACERS; i++) {
-		r[i] = (struct racer){.m = m, .seed = 17 + i};
+		r[i] = (struct racer){.m = m, .filled = &filled, .seed = 17 + i};
 		ck_assert_int_eq(pthread_create(&t[i], NULL, race, &r[i]), 0);
 	}
 	unsigned taken = 0;
@@ -143,6 +156,7 @@ START_TEST(threads_never_pass_bound)
 		pthread_join(t[i], NULL);
 		taken += r[i].taken;
 	}
+	pthread_barrier_destroy(&filled);
 	struct cm_logmem_stats st;
 	cm_logmem_stats(m, &st);
 	ck_assert_uint_eq(st.live, 0);
