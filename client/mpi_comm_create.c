@@ -110,14 +110,21 @@ int cm_mpi_comm_allgather_ints(struct cm_mpi_comm *c, const int *mine, int n, in
 	return allgather_among(c, c->size, c->rank, NULL, mine, n, all);
 }
 
-/* The context pair for a new communicator: the largest of the members'
- * lowest unused pairs (member r's at all[r * stride]), now used here. */
-static uint32_t agreed_pair(const int *all, int stride, int P)
+/* The largest of the members' lowest unused pairs (member r's at
+ * all[r * stride]; each below CM_CTX_PAIR_IDUP_FIRST, see next_pair). */
+static uint32_t largest_pair(const int *all, int stride, int P)
 {
 	uint32_t pair = 0;
 	for (int r = 0; r < P; r++)
 		if ((uint32_t)all[(size_t)r * (size_t)stride] > pair)
 			pair = (uint32_t)all[(size_t)r * (size_t)stride];
+	return pair;
+}
+
+/* The context pair for a new communicator: the largest, now used here. */
+static uint32_t agreed_pair(const int *all, int stride, int P)
+{
+	uint32_t pair = largest_pair(all, stride, P);
 	cm_mpi_ctx_pair_claim(pair);
 	return pair;
 }
@@ -213,10 +220,7 @@ static int agree_across(struct cm_mpi_comm *local, int leader, struct cm_mpi_com
 		rc = cm_mpi_comm_allgather_ints(local, &mine, 1, all);
 	if (!rc && local->rank == leader) {
 		got[AGREE_STATUS] = fail;
-		out[0] = 0;
-		for (int r = 0; r < local->size; r++)
-			if (all[r] > out[0])
-				out[0] = all[r];
+		out[0] = (int)largest_pair(all, 1, local->size);
 		if (n)
 			memcpy(out + 1, words, (size_t)n * sizeof *out);
 		if (!fail) {
